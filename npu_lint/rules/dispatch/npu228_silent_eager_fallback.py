@@ -208,7 +208,12 @@ class SilentEagerFallback(Rule):
         "of the throughput (and with different numerics) and nothing in the log says so; a fallback to the row "
         "keyed for `cuda` runs a GPU kernel on Ascend and fails inside it. The rule reports such "
         "a branch or handler when it neither raises nor warns nor logs; a fallback that is announced is left "
-        "alone."
+        "alone. The same silence in three other shapes: a generic binder reading a config field by a computed "
+        "name with a computed default (`getattr(ops_config, self.field_name, self._value)`: a misspelt field "
+        'keeps the compiled-in kernel); a chain over an implementation name (`if kernel == "npu": ... elif '
+        'kernel == "triton": ...`) whose `else` binds `None` instead of raising; and a flag that holds the '
+        'requested implementation only where call conditions hold too (`use_k = impl == "k" and x.is_cuda`) '
+        'with no raise or warning for `impl == "k" and not use_k`.'
     )
     bad = (
         Example(
@@ -272,17 +277,46 @@ class SilentEagerFallback(Rule):
         ),
     )
     fix_safety = "No fix: raise, or warn before falling back; which one the op wants is decided by hand."
-    requires = (("eager", "cuda"),)
+    requires = (("eager", "cuda", "kernel", "impl", "getattr"),)
     node_types = (ast.If, ast.Try, ast.Call)
 
     @classmethod
     def applies_to(cls, ctx: Context) -> bool:
         return not ctx.source.kind.test
 
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        self._said_narrowed: set[tuple[int, str]] = set()
+
     def visit(self, node: ast.AST) -> None:
         if self.ctx.function is None:
             return
         if isinstance(node, ast.If):
+            unbound = _unknown_name_unbinds(node, self.ctx.parent)
+            if unbound is not None:
+                subject, target = unbound
+                self.report(
+                    target,
+                    f"an implementation name that no branch of the chain over `{subject}` accepts (a misspelt "
+                    "one, or a GPU kernel's name on an Ascend host) leaves "
+                    f"`{ast.unparse(target.targets[0])}` unbound (`None`) without raising: the missing kernel "
+                    "fails later, far from the setting that caused it; raise for an unknown or unavailable name",
+                )
+                return
+            narrowed = _narrowed_request(node, self.ctx.function)
+            if narrowed is not None:
+                assign, request = narrowed
+                key = (id(assign), "narrowed")
+                if key not in self._said_narrowed:
+                    self._said_narrowed.add(key)
+                    self.report(
+                        node.test,
+                        f"`{ast.unparse(assign.targets[0])}` (line {assign.lineno}) holds `{ast.unparse(request)}` only where the other "
+                        "conditions hold too, and nothing raises or warns when the implementation was requested "
+                        f"but they fail (`{ast.unparse(request)} and not {ast.unparse(assign.targets[0])}`): on a "
+                        "call the kernel cannot serve (an Ascend tensor, a shape it lacks) the configured kernel is "
+                        "dropped for the fallback path without notice; raise when the requested one cannot run",
+                    )
             probe = _failed_probe(node.test, _eager_names(self.ctx.function))
             if probe is None:
                 return
@@ -314,6 +348,15 @@ class SilentEagerFallback(Rule):
                     "back",
                 )
         elif isinstance(node, ast.Call):
+            if _config_field_default(node):
+                self.report(
+                    node.args[2],
+                    f"`{_short(node)}` answers a field the ops config does not have with "
+                    f"`{ast.unparse(node.args[2])}`: a misspelt or stale field name silently keeps the compiled-in "
+                    "kernel choice (a GPU backend on an Ascend host) instead of failing when the config is bound; "
+                    "read the field without a default",
+                )
+                return
             if call_name(node) != "get" or len(node.args) != 2 or not isinstance(node.func, ast.Attribute):
                 return
             default = node.args[1]
@@ -325,6 +368,131 @@ class SilentEagerFallback(Rule):
                 f"`{ast.unparse(default)}`: an unknown variant or implementation name silently runs the eager "
                 "path instead of failing the lookup; look the key up and raise when it is missing",
             )
+
+
+def _config_field_default(node: ast.Call) -> bool:
+    """``getattr(ops_config, self.field_name, self._value)``: a config object's field read by a name the code
+    computes (a generic binder of config slots), with a default other than ``None`` standing in for a field the
+    config lacks. A literal field name is a reader of one known field (its default documents the config's own)."""
+    if not (isinstance(node.func, ast.Name) and node.func.id == "getattr" and len(node.args) == 3):
+        return False
+    obj, field, default = node.args
+    owner = (_last_name(obj) or "").lower()
+    if "config" not in owner and "cfg" not in owner:
+        return False
+    # a literal default ("eager", None) is the config's documented value for a field it may lack; a computed one
+    # (`self._value`, a parameter) is a kernel choice compiled in elsewhere
+    return not isinstance(field, ast.Constant) and not isinstance(default, ast.Constant)
+
+
+def _name_test(test: ast.expr) -> str | None:
+    """The subject of ``impl == "literal"`` (also as the first operand of an ``and``), else None."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        test = test.values[0]
+    if (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], (ast.Eq, ast.In))
+        and isinstance(test.left, (ast.Name, ast.Attribute))
+        and _literals(test.comparators[0])
+    ):
+        return ast.unparse(test.left)
+    return None
+
+
+def _narrowed_request(node: ast.If, function: ast.AST | None) -> tuple[ast.Assign, ast.expr] | None:
+    """``use_k = impl == "k" and x.is_cuda and ...`` then ``if use_k:`` with an ``else`` path (or code after it):
+    the assignment and the request (``impl == "k"``) when no test of ``not use_k`` in the function speaks."""
+    if function is None or not isinstance(node.test, ast.Name):
+        return None
+    flag = node.test.id
+    assigns = [
+        a
+        for a in walk(function)
+        if isinstance(a, ast.Assign)
+        and len(a.targets) == 1
+        and isinstance(a.targets[0], ast.Name)
+        and a.targets[0].id == flag
+    ]
+    if len(assigns) != 1 or not isinstance(assigns[0].value, ast.BoolOp):
+        return None
+    value = assigns[0].value
+    if not isinstance(value.op, ast.And) or len(value.values) < 2:
+        return None
+    request = next(
+        (v for v in value.values if _name_test(v) is not None and isinstance(v, ast.Compare)), None
+    )
+    if request is None or not _names_implementation(_name_test(request) or ""):
+        return None
+    if not any(isinstance(c, ast.Call) and isinstance(c.func, ast.Name) for b in node.body for c in walk(b)):
+        return None  # the branch runs no kernel function of its own (a layout or unpacking choice)
+    for other in walk(function):
+        if isinstance(other, ast.If) and other is not node:
+            negated = any(
+                isinstance(n, ast.UnaryOp)
+                and isinstance(n.op, ast.Not)
+                and isinstance(n.operand, ast.Name)
+                and n.operand.id == flag
+                for n in walk(other.test)
+            )
+            if negated and _speaks(other.body):
+                return None
+    return assigns[0], request
+
+
+def _names_implementation(subject: str) -> bool:
+    """A name that holds an implementation choice (``fused_moe_kernel``, ``attn_backend``, ``self.impl``)."""
+    return any(w in subject.rsplit(".", 1)[-1].lower() for w in ("impl", "backend", "kernel"))
+
+
+def _literals(node: ast.expr) -> bool:
+    """A string literal, or a tuple / list / set of them."""
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return bool(node.elts) and all(str_value(e) is not None for e in node.elts)
+    return str_value(node) is not None
+
+
+def _unknown_name_unbinds(node: ast.If, parent: ast.AST | None) -> tuple[str, ast.Assign] | None:
+    """The head of a chain ``if impl == "a": k = ... elif impl == "b": k = ... else: k = None`` (two or more
+    tests of one name against literals, each branch binding the kernel): the subject and the ``else`` that binds
+    ``None`` without raising or logging."""
+    if isinstance(parent, ast.If) and parent.orelse == [node]:
+        return None  # not the head of the chain
+    subject = _name_test(node.test)
+    if subject is None or not _names_implementation(subject):
+        return None
+    tests, branch = 1, node
+    while len(branch.orelse) == 1 and isinstance(branch.orelse[0], ast.If):
+        branch = branch.orelse[0]
+        if _name_test(branch.test) != subject:
+            return None
+        tests += 1
+    final = branch.orelse
+    if tests < 2 or len(final) != 1 or not isinstance(final[0], ast.Assign):
+        return None
+    assign = final[0]
+    if (
+        not (isinstance(assign.value, ast.Constant) and assign.value.value is None)
+        or len(assign.targets) != 1
+    ):
+        return None
+    target = ast.unparse(assign.targets[0])
+    bound = [
+        b
+        for b in _chain_bodies(node)
+        if any(isinstance(s, ast.Assign) and target in {ast.unparse(t) for t in s.targets} for s in b)
+    ]
+    if len(bound) < 2:
+        return None
+    return subject, assign
+
+
+def _chain_bodies(node: ast.If) -> list[list[ast.stmt]]:
+    out = [node.body]
+    while len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
+        node = node.orelse[0]
+        out.append(node.body)
+    return out
 
 
 def _what(node: ast.AST) -> str:

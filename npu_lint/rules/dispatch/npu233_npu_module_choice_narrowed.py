@@ -7,14 +7,13 @@ import os
 
 from npu_lint.core.astutil import nodes_of, walk
 from npu_lint.rules.base import Context, Example, Rule
-from npu_lint.veomni.registration import (
+from npu_lint.veomni.selection import (
     HOSTS,
+    DeviceChoice,
     Reached,
     device_module_ref,
     device_probe,
-    device_reach,
     host_holds,
-    probe_names,
 )
 
 _DEVICE = {"npu": "Ascend", "gpu": "GPU"}
@@ -135,7 +134,7 @@ class NpuModuleChoiceNarrowed(Rule):
         tree = self.ctx.tree
         if not any(isinstance(n, ast.ImportFrom) and device_module_ref(n) for n in walk(tree)):
             return
-        module_names = probe_names([tree.body])
+        choice = DeviceChoice(tree)
         self._present = {
             (ref[0], ref[1].rsplit(".", 1)[-1])
             for n in walk(tree)
@@ -143,15 +142,19 @@ class NpuModuleChoiceNarrowed(Rule):
         }
         self._said: set[tuple[int, str]] = set()
         self._shadowed(tree)
-        self._scope(tree.body, module_names)
-        for func in nodes_of(tree, ast.FunctionDef, ast.AsyncFunctionDef):
-            assert isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef))
-            self._scope(func.body, {**module_names, **probe_names([func.body])})
+        for func, body in choice.scopes():
+            self._scope(choice, body, func)
 
-    def _scope(self, stmts: list[ast.stmt], names: dict[str, ast.expr]) -> None:
+    def _scope(
+        self,
+        choice: DeviceChoice,
+        stmts: list[ast.stmt],
+        func: ast.FunctionDef | ast.AsyncFunctionDef | None,
+    ) -> None:
         """What each host imports in one scope, model module by model module: the Ascend host must import the
         NPU module and only it, the GPU host the GPU module."""
-        reach = {host: device_reach(stmts, host, names) for host in HOSTS}
+        names = choice.names(func)
+        reach = {host: choice.reach(host, stmts, func) for host in HOSTS}
         switched = {_base(r) for host in HOSTS for r in reach[host] if r.switched}
         for reached in reach["npu"]:
             if (

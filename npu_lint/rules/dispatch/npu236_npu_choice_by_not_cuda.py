@@ -8,6 +8,7 @@ import re
 from npu_lint.core.astutil import following_statements, walk
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni.registration import branch_device_kinds, cuda_probe, device_probe
+from npu_lint.veomni.selection import DeviceChoice
 
 _MODULE_PATH = re.compile(r"^\.*[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$|^\w+_\w+$")
 _GPU_WORDS = frozenset({"gpu", "cuda", "triton", "liger", "nccl"})
@@ -140,6 +141,11 @@ class NpuChoiceByNotCuda(Rule):
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, (ast.If, ast.IfExp))
         on_cuda = cuda_probe(node.test)
+        if on_cuda is None and any(isinstance(n, (ast.Name, ast.Call)) for n in ast.walk(node.test)):
+            choice = getattr(self, "_choice", None)
+            if choice is None or choice.tree is not self.ctx.tree:
+                choice = self._choice = DeviceChoice(self.ctx.tree)
+            on_cuda = cuda_probe(choice.expand(node.test, self.ctx.function))  # an alias of the probe
         if on_cuda is None:
             return
         body: list[ast.stmt] | ast.expr = node.body

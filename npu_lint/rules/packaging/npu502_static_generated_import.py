@@ -10,7 +10,12 @@ from npu_lint.rules.base import Example, ProjectRule
 from npu_lint.rules.packaging._shared import _diag, _guarded, _linted, packages
 from npu_lint.veomni import patchgen
 from npu_lint.veomni.project import Project
-from npu_lint.veomni.registration import find_static_imports, flag_bound, flag_import_module
+from npu_lint.veomni.registration import (
+    find_partial_switches,
+    find_static_imports,
+    flag_bound,
+    flag_import_module,
+)
 
 
 def _missing_module_steps(pkg: object, npu_file: str) -> str:
@@ -52,12 +57,20 @@ class StaticGeneratedImport(ProjectRule):
     per_package = True  # findings of one model package at a time (the engine may run it per package)
     code = "NPU502"
     name = "static-generated-import"
-    summary = "`__init__.py` imports the GPU generated module without choosing by `IS_NPU_AVAILABLE`."
+    summary = (
+        "`__init__.py` imports the GPU generated module without choosing by `IS_NPU_AVAILABLE` (or chooses by "
+        "device tests with no `else`, so some host imports neither module)."
+    )
     why = (
         "A registered modeling function that always imports `generated.patched_modeling_<m>_gpu` gives NPU hosts "
         "the GPU module even when an NPU spec exists (or is being created): the NPU patches are never used. "
         "Migrated packages choose at import time: `if IS_NPU_AVAILABLE: from .generated.patched_modeling_<m>_npu "
-        "import ...` else the `_gpu` module, in every registered function."
+        "import ...` else the `_gpu` module, in every registered function. The choice is read through the shared "
+        "selection resolver: an alias (`use_npu = IS_NPU_AVAILABLE`), a `not` form, a helper returning the flag or "
+        "an early return on the NPU branch is the same switch. A switch made only of device tests with no `else` "
+        "(`if IS_CUDA_AVAILABLE: <gpu> elif IS_NPU_AVAILABLE: <npu>`) leaves a host where no test holds (CPU-only, "
+        "or an Ascend host whose `torch.cuda.is_available()` answers True under `transfer_to_npu`, taking the GPU "
+        "branch first) without the module it needs: test `IS_NPU_AVAILABLE` and import the `_gpu` module in `else`."
     )
     bad = (
         Example(
@@ -92,6 +105,23 @@ class StaticGeneratedImport(ProjectRule):
             """,
             path="veomni/models/transformers/toy/__init__.py",
             title="the package has `toy_gpu_patch_gen_config.py` and `toy_npu_patch_gen_config.py`",
+        ),
+        Example(
+            """
+            from ....utils.device import IS_CUDA_AVAILABLE, IS_NPU_AVAILABLE
+            from ...loader import MODELING_REGISTRY
+
+
+            @MODELING_REGISTRY.register("toy")
+            def register_toy_modeling(architecture: str):
+                if IS_CUDA_AVAILABLE:
+                    from .generated.patched_modeling_toy_gpu import ToyForCausalLM
+                elif IS_NPU_AVAILABLE:
+                    from .generated.patched_modeling_toy_npu import ToyForCausalLM
+                return ToyForCausalLM
+            """,
+            path="veomni/models/transformers/toy/__init__.py",
+            title="device tests with no `else`: a CPU-only host binds no class",
         ),
     )
     good = (
@@ -128,6 +158,21 @@ class StaticGeneratedImport(ProjectRule):
             parsed = patchgen.load_file(pkg.init)
             if parsed is None or parsed.tree is None:
                 continue
+            for switch, func in find_partial_switches(parsed.tree):
+                where = f"`{func.name}`" if func is not None else "the module"
+                yield _diag(
+                    self,
+                    pkg.init,
+                    switch.lineno,
+                    f"{where} chooses its generated module by device tests with no `else`: a host where no test "
+                    f"holds (CPU-only, or an Ascend host whose CUDA probe answers True) imports neither module and "
+                    f"its classes are unbound; test `IS_NPU_AVAILABLE` for the `_npu` module and import the `_gpu` "
+                    f"one in `else`",
+                    col=switch.col_offset,
+                    end_line=switch.lineno,
+                    end_col=switch.col_offset + 2,
+                    basis=parsed.text,
+                )
             static = find_static_imports(parsed.tree)
             if not static:
                 continue

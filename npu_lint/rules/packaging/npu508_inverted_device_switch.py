@@ -8,6 +8,7 @@ import re
 from npu_lint.core.astutil import dotted_name, following_statements
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni.registration import branch_device_kinds
+from npu_lint.veomni.selection import DeviceChoice
 
 _NPU_FLAG = re.compile(
     r"(?i)^(is_)?(torch_)?npu(_is)?_available$|^is_npu$|^use_npu$|^on_npu$|^npu_available$"
@@ -152,6 +153,8 @@ class InvertedDeviceSwitch(Rule):
         assert isinstance(node, (ast.If, ast.IfExp))
         sense = npu_sense(node.test)
         if sense is None:
+            sense = self._resolved(node.test)
+        if sense is None:
             return
         body: list[ast.stmt] | ast.expr = node.body
         orelse: list[ast.stmt] | ast.expr = node.orelse
@@ -177,3 +180,15 @@ class InvertedDeviceSwitch(Rule):
             f"on NPU hosts `{test}` selects `{npu_first}` (GPU) and on other hosts `{other_first}` (NPU): the "
             "device switch is inverted; swap the branches or the test",
         )
+
+    def _resolved(self, test: ast.expr) -> bool | None:
+        """The sense of a test the shared selection resolver reads (an alias ``on_gpu = not IS_NPU_AVAILABLE``, a
+        helper returning the flag): True when it holds exactly on Ascend hosts, False exactly on GPU hosts."""
+        if not any(isinstance(n, (ast.Name, ast.Call)) for n in ast.walk(test)):
+            return None
+        choice = getattr(self, "_choice", None)
+        if choice is None or choice.tree is not self.ctx.tree:
+            choice = self._choice = DeviceChoice(self.ctx.tree)
+        func = self.ctx.function
+        on_npu, on_gpu = choice.holds(test, "npu", func), choice.holds(test, "gpu", func)
+        return on_npu if on_npu is not None and on_gpu is not None and on_npu != on_gpu else None
