@@ -84,3 +84,55 @@ def test_seed_omni_generation_ids_keep_their_rows() -> None:
     """
     assert _lines(text.format(cut="position_ids[:, :, 1:] - 1"), SEED) == []
     assert _lines(text.format(cut="position_ids.contiguous()[0, :, 1:] - 1"), SEED) == [3]
+
+
+ROTARY_SPEC = """
+from veomni.patchgen.patch_spec import PatchConfig
+
+config = PatchConfig(source_module="transformers.models.{module}", target_file="x.py")
+
+
+@config.override_method("{cls}.forward")
+def text_model_forward(self, inputs_embeds, position_ids=None, attention_mask=None):
+    if position_ids.ndim == 3 and position_ids.shape[0] == 4:
+        text_position_ids = position_ids[0]
+        {rows}
+    hidden_states = inputs_embeds
+    position_embeddings = self.rotary_emb(hidden_states, position_ids)
+    return hidden_states, position_embeddings, text_position_ids
+"""
+
+
+def test_rotary_of_an_mrope_model_handed_one_row() -> None:
+    qwen = {"module": "qwen2_vl.modeling_qwen2_vl", "cls": "Qwen2VLTextModel"}
+    glm = {"module": "glm4v.modeling_glm4v", "cls": "Glm4vTextModel"}
+    llama = {"module": "llama.modeling_llama", "cls": "LlamaModel"}
+    path = "veomni/models/transformers/toy/toy_gpu_patch_gen_config.py"
+    for args in (qwen, glm):
+        assert _lines(ROTARY_SPEC.format(rows="position_ids = position_ids[1]", **args), path) == [10]
+        assert _lines(ROTARY_SPEC.format(rows="position_ids = position_ids.select(0, 1)", **args), path) == [
+            10
+        ]
+        assert _lines(ROTARY_SPEC.format(rows="position_ids = position_ids[1:]", **args), path) == []
+    # a 1-D rotary (no M-RoPE upstream) may be handed one row
+    assert _lines(ROTARY_SPEC.format(rows="position_ids = position_ids[1]", **llama), path) == []
+
+
+def test_in_tree_mrope_rotary_and_rope_type_branches() -> None:
+    text = """
+    class ToyOmniTextModel:
+        def __init__(self, config):
+            self.mrope_section = config.rope_scaling["mrope_section"]
+
+        def forward(self, hidden, position_ids):
+            {body}
+    """
+    path = "veomni/models/seed_omni/foundation/toy_omni/modeling_toy_omni.py"
+    cut = "return self.rotary_emb(hidden, position_ids.squeeze(1)[0])"
+    assert _lines(text.format(body=cut), path) == [6]
+    branch = (
+        "if self.config.rope_type == '3d_rope':\n"
+        "                return self.rotary_emb(hidden, position_ids)\n"
+        "            return self.rotary_emb(hidden, position_ids[0])"
+    )
+    assert _lines(text.format(body=branch), path) == []

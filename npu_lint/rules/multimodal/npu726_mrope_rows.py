@@ -6,6 +6,7 @@ import ast
 
 from npu_lint.core.astutil import call_name, last_name, nodes_of
 from npu_lint.rules.base import Example, Rule
+from npu_lint.veomni.ropelayout import uses_mrope
 from npu_lint.veomni.upcalls import is_position_id_function
 
 
@@ -62,6 +63,24 @@ def _one_row(index: ast.AST) -> bool:
         upper = _int(index.upper)
         return lower is not None and upper is not None and upper - lower == 1
     return False
+
+
+def _position_row(expr: ast.AST) -> bool:
+    """One row of position ids: `position_ids[0]`, `position_ids.squeeze(1)[0]`, `position_ids.select(0, 0)`."""
+    if isinstance(expr, ast.Subscript) and _one_row(expr.slice):
+        base = _strip(expr.value)
+    elif (
+        isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Attribute)
+        and expr.func.attr == "select"
+        and len(expr.args) == 2
+        and _int(expr.args[0]) == 0
+    ):
+        base = _strip(expr.func.value)
+    else:
+        return False
+    name = last_name(base)
+    return name is not None and "position" in name and "text" not in name
 
 
 class MropeRows(Rule):
@@ -143,6 +162,55 @@ class MropeRows(Rule):
         self.ctx.memo["npu726_bound"] = out
         return out
 
+    def _rotary_cut(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        """In a module whose rotary embedding is M-RoPE: the rotary handed one row of the position ids
+        (`self.rotary_emb(h, position_ids[0])`, or a local assigned one before the call)."""
+        calls = [
+            n
+            for n in nodes_of(func, ast.Call)
+            if isinstance(n, ast.Call) and "rotary" in call_name(n).lower() and (n.args or n.keywords)
+        ]
+        if not calls:
+            return
+        if not uses_mrope(self.ctx.source.text, self._module()):
+            return
+        assigns = [
+            a
+            for a in nodes_of(func, ast.Assign)
+            if isinstance(a, ast.Assign) and len(a.targets) == 1 and isinstance(a.targets[0], ast.Name)
+        ]
+
+        def resolved(call: ast.Call) -> list[tuple[ast.AST, ast.AST]]:
+            """(argument, what it holds) for the position arguments of a rotary call."""
+            out = []
+            for arg in [*call.args, *(k.value for k in call.keywords)]:
+                if isinstance(arg, ast.Name) and "position" in arg.id:
+                    before = [a for a in assigns if a.targets[0].id == arg.id and a.lineno < call.lineno]
+                    out.append((arg, max(before, key=lambda a: a.lineno).value if before else arg))
+                elif _position_row(arg):
+                    out.append((arg, arg))
+            return out
+
+        # a rotary handed the whole ids elsewhere in the function: a branch per rope type (`3d_rope` or 1-D)
+        full = {ast.unparse(c.func) for c in calls for _, v in resolved(c) if not _position_row(v)}
+        for call in calls:
+            if ast.unparse(call.func) in full:
+                continue
+            for _, cut in resolved(call):
+                if _position_row(cut):
+                    self.report(
+                        cut,
+                        f"`{self.ctx.source.segment(cut)}` hands the M-RoPE rotary embedding (`{call_name(call)}`) "
+                        "one row of the position ids: it reads three rows (temporal, height, width, split by "
+                        "`mrope_section`), so image and video tokens lose their spatial positions; pass every "
+                        "rotary row",
+                    )
+
+    def _module(self) -> str | None:
+        from npu_lint.veomni.upstream import file_source_module
+
+        return file_source_module(self.ctx.tree, self.ctx.source.text, self.ctx.source.path)
+
     def _report_cut(self, n: ast.AST) -> None:
         self.report(
             n,
@@ -191,6 +259,7 @@ class MropeRows(Rule):
                     and _int(value.slice) == 0
                 ):
                     text_rows.setdefault(value.value.id, n.lineno)
+        self._rotary_cut(node)
         if not results and not text_rows and not ids:
             return
 
