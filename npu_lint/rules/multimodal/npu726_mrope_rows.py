@@ -100,6 +100,14 @@ class MropeRows(Rule):
         "the text row off (`position_ids[:3]`) feeds `[text, t, h]` to a rotary embedding that reads `[t, h, "
         "w]`. Both shapes still run. The references are the function's own result (all its rows) and the split "
         "the same function makes (the rows after the text row)."
+        " The function's result is followed wherever it goes: a callable parameter `functools.partial` binds to "
+        "it (VeOmni's `get_position_id(main_func, self, **kw)`, `partial(get_position_id, X.get_rope_index, ...)`), "
+        'the ids taken out of its dict result (`position_id_func(...)["position_ids"]`), a cut after calls '
+        "that keep the rows (`.squeeze(1)[0]`, `.clone()[:1]`), `.select(0, k)` and `.narrow(0, k, 1)`."
+        " In a module whose rotary embedding is M-RoPE (the module, or the upstream transformers module it "
+        "patches, spells `mrope_section`), the rotary handed one row of the position ids (`self.rotary_emb(h, "
+        "position_ids[0])`, or a local assigned one) is reported too, unless the same function hands that rotary "
+        "the whole ids in another branch (a model serving both a 3-D and a 1-D rope type)."
     )
     bad = (
         Example(
@@ -124,6 +132,22 @@ class MropeRows(Rule):
             """,
             title="the text row split off and kept among the rotary rows",
         ),
+        Example(
+            """
+            from functools import partial
+
+
+            def get_position_id(main_func, self, **kwargs):
+                position_ids, rope_deltas = main_func(self, **kwargs)
+                return {"position_ids": position_ids.squeeze(1)[0], "rope_deltas": rope_deltas.squeeze(0)}
+
+
+            def get_position_id_func(self):
+                return partial(get_position_id, Qwen2VLModel.get_rope_index, self)
+            """,
+            path="veomni/models/transformers/qwen2_vl/qwen2_vl_gpu_patch_gen_config.py",
+            title="the temporal row kept by a wrapper partial-bound to the rope index",
+        ),
     )
     good = (
         Example(
@@ -136,6 +160,21 @@ class MropeRows(Rule):
                     position_ids = position_ids[1:]
                 return self.rotary_emb(inputs_embeds, position_ids), text_position_ids, full
             """
+        ),
+        Example(
+            """
+            from functools import partial
+
+
+            def get_position_id(main_func, self, **kwargs):
+                position_ids, rope_deltas = main_func(self, **kwargs)
+                return {"position_ids": position_ids.squeeze(1), "rope_deltas": rope_deltas.squeeze(0)}
+
+
+            def get_position_id_func(self):
+                return partial(get_position_id, Qwen2VLModel.get_rope_index, self)
+            """,
+            path="veomni/models/transformers/qwen2_vl/qwen2_vl_gpu_patch_gen_config.py",
         ),
     )
     fix_safety = "No fix: which rows the consumer reads is for the author to confirm."

@@ -377,6 +377,22 @@ class RmsNormUpcast(Rule):
             path="veomni/ops/kernels/rms_norm/eager.py",
             title="a kernel module's eager fallback squaring its input in the input dtype",
         ),
+        Example(
+            """
+            import torch
+            from torch import nn
+
+
+            class RMSNorm(nn.Module):
+                def norm(self, x):
+                    return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps)
+
+                def forward(self, x):
+                    return self.norm(x).to(x.dtype) * self.weight
+            """,
+            path="veomni/models/transformers/wan/modeling_wan.py",
+            title="the class's norm helper handed the activations uncast",
+        ),
     )
     good = (
         Example(
@@ -439,6 +455,21 @@ class RmsNormUpcast(Rule):
                 return states * torch.rsqrt(mean_sq + eps).to(states.dtype)
             """,
             path="veomni/ops/kernels/rms_norm/eager.py",
+        ),
+        Example(
+            """
+            import torch
+            from torch import nn
+
+
+            class RMSNorm(nn.Module):
+                def norm(self, x):
+                    return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps)
+
+                def forward(self, x):
+                    return self.norm(x.float()).to(x.dtype) * self.weight
+            """,
+            path="veomni/models/transformers/wan/modeling_wan.py",
         ),
     )
     fix_safety = "No fix: where to cast back depends on the patch."
