@@ -156,3 +156,28 @@ def test_spec_forward_hands_the_upstream_helper_uncast_activations(tmp_path: Pat
     rel = "veomni/models/transformers/gemma3/gemma3_npu_patch_gen_config.py"
     assert _lines(write_file(tmp_path, "a/" + rel, SPEC.format(arg="x"))) == [8]
     assert _lines(write_file(tmp_path, "b/" + rel, SPEC.format(arg="x.float()"))) == []
+
+
+NESTED = """
+import torch
+
+
+class ToyModel(torch.nn.Module):
+    def offload(self):
+        class RMSNorm(torch.nn.Module):
+            def forward(self, hidden_states):
+                input_dtype = hidden_states.dtype
+                variance = {stat}.square().mean(-1, keepdim=True)
+                hidden_states = hidden_states * torch.rsqrt(variance + self.module.eps)
+                return hidden_states.to(input_dtype) * self.module.weight
+
+        return RMSNorm
+"""
+
+
+def test_rmsnorm_class_nested_in_a_method(tmp_path: Path) -> None:
+    rel = "veomni/models/transformers/toy/modeling_toy.py"
+    assert _lines(write_file(tmp_path, "a/" + rel, NESTED.format(stat="hidden_states"))) != []
+    assert (
+        _lines(write_file(tmp_path, "b/" + rel, NESTED.format(stat="hidden_states.to(torch.float32)"))) == []
+    )

@@ -550,7 +550,7 @@ class RmsNormUpcast(Rule):
         """RMSNorm classes the tree defines itself (no upstream to compare with): a forward that squares the
         activations in the input dtype."""
         self._functions()
-        for cls in self.ctx.tree.body:
+        for cls in nodes_of(self.ctx.tree, ast.ClassDef):  # nested ones too (a quantised wrapper's own RMSNorm)
             if not (isinstance(cls, ast.ClassDef) and "rmsnorm" in cls.name.lower()):
                 continue
             methods = {f.name: f for f in cls.body if isinstance(f, ast.FunctionDef)}
