@@ -181,3 +181,36 @@ def test_rmsnorm_class_nested_in_a_method(tmp_path: Path) -> None:
     assert (
         _lines(write_file(tmp_path, "b/" + rel, NESTED.format(stat="hidden_states.to(torch.float32)"))) == []
     )
+
+
+SPELLINGS = """
+import torch
+
+
+class T5StyleRMSNorm(torch.nn.Module):
+    def forward(self, hidden_states):
+        input_dtype = hidden_states.dtype
+        variance = {stat}.mean(-1, keepdim=True)
+        hidden_states = hidden_states * torch.rsqrt(variance + self.eps)
+        return self.weight * hidden_states.to(input_dtype)
+"""
+
+
+def test_square_spellings(tmp_path: Path) -> None:
+    rel = "veomni/models/diffusers/toy/modeling_toy.py"
+    bad = (
+        "(hidden_states * hidden_states)",
+        "torch.pow(hidden_states, 2)",
+        "(hidden_states**2)",
+        "torch.square(hidden_states)",
+    )
+    good = (
+        "(hidden_states.float() * hidden_states.float())",
+        "torch.pow(hidden_states.float(), 2)",
+        "(hidden_states.to(torch.float32) ** 2)",
+        "torch.square(hidden_states.float())",
+    )
+    for i, stat in enumerate(bad):
+        assert _lines(write_file(tmp_path, f"b{i}/" + rel, SPELLINGS.format(stat=stat))) != [], stat
+    for i, stat in enumerate(good):
+        assert _lines(write_file(tmp_path, f"g{i}/" + rel, SPELLINGS.format(stat=stat))) == [], stat

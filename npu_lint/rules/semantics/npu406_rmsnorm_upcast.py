@@ -33,9 +33,9 @@ def _is_upcast(expr: ast.AST) -> bool:
     return False
 
 
-def _squared_upcast(func: ast.AST) -> bool | None:
-    """Whether the tensor squared by `x.pow(2)` is fp32: cast in place, or assigned from a cast before (None: no
-    pow)."""
+def _squared_base(func: ast.AST) -> tuple[ast.AST, int] | None:
+    """The tensor the first square of ``func`` squares, with the square's line: `x.pow(2)`, `x.square()`,
+    `torch.pow(x, 2)`, `torch.square(x)`, `x ** 2`, `x * x`."""
     for node in _walk(func):
         if (
             isinstance(node, ast.Call)
@@ -43,23 +43,37 @@ def _squared_upcast(func: ast.AST) -> bool | None:
             and node.func.attr in ("pow", "square")
         ):
             base = node.func.value
-            if _is_upcast(base):
-                return True
-            root = _root(base)
-            return root is not None and _fp32_name(func, root, node.lineno, 4)
+            if isinstance(base, ast.Name) and base.id == "torch":
+                if not node.args:
+                    continue
+                base = node.args[0]
+            return base, node.lineno
+        if isinstance(node, ast.BinOp) and (
+            (isinstance(node.op, ast.Pow) and isinstance(node.right, ast.Constant) and node.right.value == 2)
+            or (isinstance(node.op, ast.Mult) and ast.dump(node.left) == ast.dump(node.right))
+        ):
+            if isinstance(node.left, (ast.Name, ast.Call, ast.Subscript, ast.Attribute)):
+                return node.left, node.lineno
     return None
+
+
+def _squared_upcast(func: ast.AST) -> bool | None:
+    """Whether the tensor squared by `x.pow(2)` is fp32: cast in place, or assigned from a cast before (None: no
+    square)."""
+    found = _squared_base(func)
+    if found is None:
+        return None
+    base, line = found
+    if _is_upcast(base):
+        return True
+    root = _root(base)
+    return root is not None and _fp32_name(func, root, line, 4)
 
 
 def _squared_root(func: ast.AST) -> str | None:
     """The local squared by the first `x.pow(2)` / `x.square()` of ``func``."""
-    for node in _walk(func):
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr in ("pow", "square")
-        ):
-            return _root(node.func.value)
-    return None
+    found = _squared_base(func)
+    return _root(found[0]) if found is not None else None
 
 
 def _root(expr: ast.AST) -> str | None:
@@ -550,7 +564,9 @@ class RmsNormUpcast(Rule):
         """RMSNorm classes the tree defines itself (no upstream to compare with): a forward that squares the
         activations in the input dtype."""
         self._functions()
-        for cls in nodes_of(self.ctx.tree, ast.ClassDef):  # nested ones too (a quantised wrapper's own RMSNorm)
+        for cls in nodes_of(
+            self.ctx.tree, ast.ClassDef
+        ):  # nested ones too (a quantised wrapper's own RMSNorm)
             if not (isinstance(cls, ast.ClassDef) and "rmsnorm" in cls.name.lower()):
                 continue
             methods = {f.name: f for f in cls.body if isinstance(f, ast.FunctionDef)}
