@@ -67,3 +67,22 @@ def test_mrope_position_ids_and_non_token_tensors() -> None:
     assert _lines(text.format(dim="-1"), path) == []
     # the data pipeline's per-sample ids are 1-D: axis 0 is their sequence
     assert _lines(text.format(dim="0"), "veomni/data/toy_packing.py") == []
+
+
+def test_embeddings_and_slices_on_the_batch_axis() -> None:
+    text = """
+    from veomni.distributed.sequence_parallel import gather_outputs, slice_input_tensor
+
+
+    def merge_media(self, inputs_embeds, input_ids, sp_group):
+        inputs_embeds = gather_outputs(inputs_embeds, gather_dim={g}, group=sp_group)
+        input_ids = slice_input_tensor(input_ids, dim={s}, group=sp_group)
+        return inputs_embeds, input_ids
+    """
+    path = "veomni/models/transformers/glm4v/glm4v_gpu_patch_gen_config.py"
+    assert _lines(text.format(g=0, s=1), path) == [5]
+    assert _lines(text.format(g=1, s=0), path) == [6]
+    assert _lines(text.format(g=1, s=-1), path) == []
+    # a vision tower's unbatched patch embeddings are gathered on axis 0
+    vision = text.replace("inputs_embeds", "image_embeds")
+    assert _lines(vision.format(g=0, s=1), path) == []

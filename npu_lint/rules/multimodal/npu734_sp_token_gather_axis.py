@@ -8,7 +8,8 @@ from npu_lint.core.astutil import call_name, int_value, keyword_arg, nodes_of
 from npu_lint.rules.base import Example, Rule
 
 # batch-first token tensors: (batch, seq), or M-RoPE ids (3, batch, seq): the sequence axis is the last one
-_TOKEN_SUFFIXES = ("input_ids", "labels", "position_ids", "attention_mask", "token_type_ids")
+_TOKEN_SUFFIXES = ("input_ids", "labels", "position_ids", "attention_mask", "token_type_ids", "inputs_embeds")
+_SLICES = frozenset({"slice_input_tensor", "slice_input_tensor_scale_grad", "sp_pad_and_slice"})
 
 
 def _token_name(expr: ast.AST) -> str | None:
@@ -52,14 +53,15 @@ class SpTokenGatherAxis(Rule):
     )
     why = (
         "Under sequence parallelism each rank holds a slice of the sequence axis of the batch's token tensors: "
-        "`input_ids`, `labels`, masks are `(batch, seq)` and M-RoPE `position_ids` `(3, batch, seq)`, sliced on "
+        "`input_ids`, `labels`, masks are `(batch, seq)`, `inputs_embeds` `(batch, seq, hidden)` and M-RoPE `position_ids` `(3, batch, seq)`, sliced on "
         "their last axis. A function that needs the whole sequence back (the image / video placeholder masks "
         "built from the gathered ids, a loss over all labels) gathers the shards from the SP group and must join "
         "them on that same axis (`torch.cat(parts, dim=1)` or `dim=-1`, `gather_outputs(x, gather_dim=-1)`). "
         "Joining on axis 0 (`torch.cat(parts, dim=0)`, `torch.cat(parts)`, `gather_dim=0`) makes `(sp * batch, "
         "seq / sp)` ids: the placeholder masks no longer line up with the gathered embeddings and the media "
         "features are scattered into the wrong tokens, or labels are matched with other tokens' logits, with no "
-        "error. The tensor is recognised by its name (a batch-first token tensor of transformers' and VeOmni's "
+        "error. Slicing one of them for sequence parallelism on axis 0 (`slice_input_tensor(input_ids, dim=0)`) "
+        "hands each rank other samples instead of its piece of the sequence. The tensor is recognised by its name (a batch-first token tensor of transformers' and VeOmni's "
         "forward signatures, or a batch key); the data pipeline's per-sample 1-D tensors are not judged."
     )
     bad = (
@@ -123,6 +125,11 @@ class SpTokenGatherAxis(Rule):
                 token = _token_name(call.args[1])
                 if token is not None and isinstance(call.args[0], ast.Name):
                     gathered[call.args[0].id] = token
+            elif name in _SLICES and call.args:
+                token = _token_name(call.args[0])
+                dim = _dim(call, "dim", 1)
+                if token is not None and dim is not None and int_value(dim) == 0:
+                    self._report(dim, token, "sliced")
             elif name == "gather_outputs" and call.args:
                 token = _token_name(call.args[0])
                 dim = _dim(call, "gather_dim", 1)
@@ -140,10 +147,18 @@ class SpTokenGatherAxis(Rule):
             if dim is None or int_value(dim) == 0:
                 self._report(dim if dim is not None else call, gathered[parts.id])
 
-    def _report(self, node: ast.AST, token: str) -> None:
+    def _report(self, node: ast.AST, token: str, how: str = "joined") -> None:
+        if how == "sliced":
+            self.report(
+                node,
+                f"`{token}` (batch-first) is sliced for sequence parallelism on axis 0, its batch axis: each rank "
+                "gets other samples instead of its piece of the sequence; slice the sequence axis (`dim=1`)",
+            )
+            return
+        axis = "`dim=1`" if token.endswith("inputs_embeds") else "`dim=-1`"
         self.report(
             node,
-            f"the sequence-parallel shards of `{token}` (batch-first, sliced on its last axis) are joined on "
+            f"the sequence-parallel shards of `{token}` (batch-first, sliced on its sequence axis) are joined on "
             "axis 0: they become batch rows instead of one sequence, so what is built from them (placeholder "
-            "masks, labels) no longer lines up with the gathered tokens; join on the sequence axis (`dim=-1`)",
+            f"masks, labels) no longer lines up with the gathered tokens; join on the sequence axis ({axis})",
         )
