@@ -214,3 +214,22 @@ def test_square_spellings(tmp_path: Path) -> None:
         assert _lines(write_file(tmp_path, f"b{i}/" + rel, SPELLINGS.format(stat=stat))) != [], stat
     for i, stat in enumerate(good):
         assert _lines(write_file(tmp_path, f"g{i}/" + rel, SPELLINGS.format(stat=stat))) == [], stat
+
+
+PATCH_FORWARD = """
+import torch
+
+
+def rms_norm_forward_eager(self, x):
+    return x * torch.rsqrt({stat}.pow(2).mean(-1, keepdim=True) + self.eps).to(x.dtype) * self.weight
+
+
+def rms_norm_forward_npu(self, x):
+    return torch_npu.npu_rms_norm(x, self.weight, epsilon=self.eps)[0]
+"""
+
+
+def test_module_function_bound_as_an_rmsnorm_forward(tmp_path: Path) -> None:
+    rel = "veomni/models/transformers/wan/npu_patch.py"
+    assert _lines(write_file(tmp_path, "a/" + rel, PATCH_FORWARD.format(stat="x"))) == [5]
+    assert _lines(write_file(tmp_path, "b/" + rel, PATCH_FORWARD.format(stat="x.float()"))) == []

@@ -220,6 +220,21 @@ def _liger_casting_mode(node: ast.AST) -> tuple[str, ast.expr] | None:
     return None
 
 
+def _module_state(func: ast.FunctionDef) -> bool:
+    """A module-level function written as an RMSNorm method (`def rms_norm_forward(self, x)`, bound onto a class
+    by a patch): its first parameter is `self` and it reads the module's eps or weight."""
+    params = _params(func)
+    if not params or params[0] != "self":
+        return False
+    return any(
+        isinstance(n, ast.Attribute)
+        and isinstance(n.value, ast.Name)
+        and n.value.id == "self"
+        and (n.attr in ("weight", "eps", "epsilon", "variance_epsilon") or n.attr.endswith("_eps"))
+        for n in _walk(func)
+    )
+
+
 def _params(func: ast.FunctionDef) -> list[str]:
     return [a.arg for a in (*func.args.posonlyargs, *func.args.args)]
 
@@ -520,9 +535,12 @@ class RmsNormUpcast(Rule):
             if not squares_mean(func) or not rms_function(func, self.ctx.source.path):
                 continue
             params = {a.arg for a in (*func.args.posonlyargs, *func.args.args)}
-            if not any(p in ("weight", "eps", "epsilon") or p.endswith(("_weight", "_eps")) for p in params):
-                continue  # a norm kernel's fallback takes its weight or eps; a feature rescaling (LTX's per-token
-                # RMS of text features, `torch.mean(x**2)` or `x.pow(2).mean()`) is not an RMSNorm
+            if not any(
+                p in ("weight", "eps", "epsilon") or p.endswith(("_weight", "_eps")) for p in params
+            ) and not _module_state(func):
+                continue  # a norm kernel's fallback takes its weight or eps (or, a forward bound to an RMSNorm
+                # class, `def rms_norm_forward(self, x)`, reads them off the module); a feature rescaling (LTX's
+                # per-token RMS of text features, `torch.mean(x**2)` or `x.pow(2).mean()`) is not an RMSNorm
             math = _eager_math(func)
             squared = _squared_root(func)
             if math is None or squared not in params or _squared_upcast(func) is not False:
