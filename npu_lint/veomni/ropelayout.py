@@ -346,3 +346,37 @@ def helper_convention(tree: ast.Module, path: str, name: str) -> tuple[str, str]
         found = module_layouts(parsed.tree)
         return _one(found, f"`{stmt.module}` ") if found else None
     return None
+
+
+_MROPE_WORDS = ("mrope_section", "mrope")
+
+
+def _upstream_spells_mrope(module: str) -> bool:
+    from npu_lint.core.safeio import read_text
+    from npu_lint.veomni.upstream import upstream_path
+
+    path = upstream_path(module)
+    if path is None:
+        return False
+    try:
+        return "mrope_section" in read_text(path)
+    except (OSError, ValueError):
+        return False
+
+
+_MROPE_MODULES: dict[str, bool] = {}
+
+
+def uses_mrope(text: str, module: str | None) -> bool:
+    """Whether a module's rotary embedding is multimodal (M-RoPE: 3 rows of position ids, temporal / height /
+    width, split by ``mrope_section``): the module spells it, or the upstream transformers module it patches or
+    copies (``module``) does. Read, never imported."""
+    if any(word in text for word in _MROPE_WORDS):
+        return True
+    if not module or not module.startswith("transformers."):
+        return False
+    if module not in _MROPE_MODULES:
+        if len(_MROPE_MODULES) > 256:
+            _MROPE_MODULES.clear()
+        _MROPE_MODULES[module] = _upstream_spells_mrope(module)
+    return _MROPE_MODULES[module]

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import ast
 
+from npu_lint.core.astutil import call_name, nodes_of
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.rules.base import Context, Example, Rule
-from npu_lint.rules.semantics._rms_math import rms_function, squares_mean
+from npu_lint.rules.semantics._rms_math import fp32_value, receiver, rms_function, squares_mean
 from npu_lint.veomni.patchgen import effective_patches, spec_for_generated
-from npu_lint.veomni.upstream import PatchedMethod, file_source_module, patched_methods
+from npu_lint.veomni.upstream import PatchedMethod, file_source_module, patched_methods, upstream_class_method
 
 
 def _eager_math(func: ast.AST) -> ast.AST | None:
@@ -32,9 +33,9 @@ def _is_upcast(expr: ast.AST) -> bool:
     return False
 
 
-def _squared_upcast(func: ast.AST) -> bool | None:
-    """Whether the tensor squared by `x.pow(2)` is fp32: cast in place, or assigned from a cast before (None: no
-    pow)."""
+def _squared_base(func: ast.AST) -> tuple[ast.AST, int] | None:
+    """The tensor the first square of ``func`` squares, with the square's line: `x.pow(2)`, `x.square()`,
+    `torch.pow(x, 2)`, `torch.square(x)`, `x ** 2`, `x * x`."""
     for node in _walk(func):
         if (
             isinstance(node, ast.Call)
@@ -42,23 +43,37 @@ def _squared_upcast(func: ast.AST) -> bool | None:
             and node.func.attr in ("pow", "square")
         ):
             base = node.func.value
-            if _is_upcast(base):
-                return True
-            root = _root(base)
-            return root is not None and _fp32_name(func, root, node.lineno, 4)
+            if isinstance(base, ast.Name) and base.id == "torch":
+                if not node.args:
+                    continue
+                base = node.args[0]
+            return base, node.lineno
+        if isinstance(node, ast.BinOp) and (
+            (isinstance(node.op, ast.Pow) and isinstance(node.right, ast.Constant) and node.right.value == 2)
+            or (isinstance(node.op, ast.Mult) and ast.dump(node.left) == ast.dump(node.right))
+        ):
+            if isinstance(node.left, (ast.Name, ast.Call, ast.Subscript, ast.Attribute)):
+                return node.left, node.lineno
     return None
+
+
+def _squared_upcast(func: ast.AST) -> bool | None:
+    """Whether the tensor squared by `x.pow(2)` is fp32: cast in place, or assigned from a cast before (None: no
+    square)."""
+    found = _squared_base(func)
+    if found is None:
+        return None
+    base, line = found
+    if _is_upcast(base):
+        return True
+    root = _root(base)
+    return root is not None and _fp32_name(func, root, line, 4)
 
 
 def _squared_root(func: ast.AST) -> str | None:
     """The local squared by the first `x.pow(2)` / `x.square()` of ``func``."""
-    for node in _walk(func):
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr in ("pow", "square")
-        ):
-            return _root(node.func.value)
-    return None
+    found = _squared_base(func)
+    return _root(found[0]) if found is not None else None
 
 
 def _root(expr: ast.AST) -> str | None:
@@ -205,6 +220,93 @@ def _liger_casting_mode(node: ast.AST) -> tuple[str, ast.expr] | None:
     return None
 
 
+def _module_state(func: ast.FunctionDef) -> bool:
+    """A module-level function written as an RMSNorm method (`def rms_norm_forward(self, x)`, bound onto a class
+    by a patch): its first parameter is `self` and it reads the module's eps or weight."""
+    params = _params(func)
+    if not params or params[0] != "self":
+        return False
+    return any(
+        isinstance(n, ast.Attribute)
+        and isinstance(n.value, ast.Name)
+        and n.value.id == "self"
+        and (n.attr in ("weight", "eps", "epsilon", "variance_epsilon") or n.attr.endswith("_eps"))
+        for n in _walk(func)
+    )
+
+
+def _params(func: ast.FunctionDef) -> list[str]:
+    return [a.arg for a in (*func.args.posonlyargs, *func.args.args)]
+
+
+def _bf16_statistic_param(helper: ast.AST | None, method: bool = True) -> int | None:
+    """The index (after the receiver of a ``method``) of the parameter a norm helper squares for its mean of
+    squares without casting it to fp32 itself (Wan's `def norm(self, x): return x * torch.rsqrt(x.pow(2).mean(-1)
+    + eps)`, Gemma's `_norm`, a module's `def _rms(x, eps)`): its callers must hand it an fp32 tensor. None: not
+    such a helper (one that takes no root of its mean of squares is a statistic, not a normaliser)."""
+    if not isinstance(helper, ast.FunctionDef) or not squares_mean(helper) or _eager_math(helper) is None:
+        return None
+    if not any(isinstance(n, ast.Call) and call_name(n) in ("rsqrt", "sqrt") for n in _walk(helper)):
+        return None
+    squared = _squared_root(helper)
+    params = _params(helper)[1:] if method else _params(helper)
+    if squared is None or squared not in params or _squared_upcast(helper) is not False:
+        return None
+    return params.index(squared)
+
+
+def _call_operand(call: ast.Call, index: int, helper: ast.FunctionDef, method: bool = True) -> ast.AST | None:
+    """The argument ``call`` (a `self.helper(...)` call, or `helper(...)` when not a ``method``) gives the
+    helper's parameter ``index``."""
+    if index < len(call.args):
+        arg = call.args[index]
+        return None if isinstance(arg, ast.Starred) else arg
+    name = (_params(helper)[1:] if method else _params(helper))[index]
+    return next((k.value for k in call.keywords if k.arg == name), None)
+
+
+def helper_calls(func: ast.FunctionDef, lookup) -> list[tuple[ast.Call, str, ast.AST]]:
+    """`self.<helper>(x)` calls of ``func`` handing a norm helper that squares its argument in the input dtype
+    (``lookup``: helper name -> its definition) a tensor that is not fp32: (call, helper name, operand)."""
+    me = receiver(func)
+    out = []
+    for node in _walk(func):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == me
+        ):
+            continue
+        helper = lookup(node.func.attr)
+        index = _bf16_statistic_param(helper)
+        if index is None:
+            continue
+        operand = _call_operand(node, index, helper)
+        if operand is not None and not fp32_value(func, operand, node.lineno):
+            out.append((node, node.func.attr, operand))
+    return out
+
+
+def function_calls(
+    func: ast.FunctionDef, functions: dict[str, ast.FunctionDef]
+) -> list[tuple[ast.Call, str, ast.AST]]:
+    """`helper(x, ...)` calls of ``func`` handing a module-level norm helper of the file (``functions``) that
+    squares its argument in the input dtype a tensor that is not fp32: (call, helper name, operand)."""
+    out = []
+    for node in _walk(func):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+            continue
+        helper = functions.get(node.func.id)
+        index = _bf16_statistic_param(helper, method=False)
+        if helper is None or index is None or helper is func:
+            continue
+        operand = _call_operand(node, index, helper, method=False)
+        if operand is not None and not fp32_value(func, operand, node.lineno):
+            out.append((node, node.func.id, operand))
+    return out
+
+
 class RmsNormUpcast(Rule):
     code = "NPU406"
     name = "rmsnorm-upcast"
@@ -222,7 +324,8 @@ class RmsNormUpcast(Rule):
         " An RMSNorm class the tree defines itself (no upstream class) is judged on its own forward: squaring (`pow(2)`, `square()`) a tensor never cast to fp32 is reported."
         " The order of the cast back is compared too: where the upstream forward scales in fp32 and casts the product back (Gemma-style `(x * (1 + w)).to(dtype)`), a patched forward (a spec or its generated copy) that casts back first and multiplies in bf16/fp16 is reported. Scaling in fp32 where upstream scales after the cast (a deliberate fp32 fallback) is not."
         " Liger's functional RMSNorm given a literal `casting_mode` of `llama` (or `none`) for a norm whose upstream forward scales in fp32 is reported the same way."
-        " A kernel module's eager fallback (a public module-level function of `veomni/ops` or of model code that computes the mean of squares of its own argument, `def fallback(x, weight, eps)`) is judged the same way; a private helper (`_norm(x)`) is given fp32 by its caller and is not."
+        " A kernel module's eager fallback (a public module-level function of `veomni/ops` or of model code that computes the mean of squares of its own argument, `def fallback(x, weight, eps)`, or a forward a patch binds onto an RMSNorm class, `def rms_norm_forward(self, x)` reading `self.eps`) is judged the same way; a private helper (`_norm(x)`) is given fp32 by its caller and is not."
+        " The statistic computed by the class's own helper method (`self.norm(x)`, `self._norm(x)`: a method that squares its argument without casting it) is followed to its callers: a forward (in the tree's own RMSNorm, or a spec's or generated copy of an upstream one whose forward hands the helper an fp32 tensor) that passes the activations uncast is reported."
         " A generated file is also held to its own spec: where the spec's replacement of the forward scales in fp32 (a deliberate fp32 fallback that upstream does not have), a generated copy that casts back first and multiplies in the input dtype is reported (the copy no longer computes what it was generated from)."
     )
     bad = (
@@ -303,6 +406,22 @@ class RmsNormUpcast(Rule):
             path="veomni/ops/kernels/rms_norm/eager.py",
             title="a kernel module's eager fallback squaring its input in the input dtype",
         ),
+        Example(
+            """
+            import torch
+            from torch import nn
+
+
+            class RMSNorm(nn.Module):
+                def norm(self, x):
+                    return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps)
+
+                def forward(self, x):
+                    return self.norm(x).to(x.dtype) * self.weight
+            """,
+            path="veomni/models/transformers/wan/modeling_wan.py",
+            title="the class's norm helper handed the activations uncast",
+        ),
     )
     good = (
         Example(
@@ -366,6 +485,21 @@ class RmsNormUpcast(Rule):
             """,
             path="veomni/ops/kernels/rms_norm/eager.py",
         ),
+        Example(
+            """
+            import torch
+            from torch import nn
+
+
+            class RMSNorm(nn.Module):
+                def norm(self, x):
+                    return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps)
+
+                def forward(self, x):
+                    return self.norm(x.float()).to(x.dtype) * self.weight
+            """,
+            path="veomni/models/transformers/wan/modeling_wan.py",
+        ),
     )
     fix_safety = "No fix: where to cast back depends on the patch."
 
@@ -375,6 +509,7 @@ class RmsNormUpcast(Rule):
     def finish(self) -> None:
         ctx = self.ctx
         text = ctx.source.text
+        self._function_helpers()
         module = file_source_module(ctx.tree, text, ctx.source.path)
         if module is None or not module.startswith("transformers."):
             self._in_tree()
@@ -400,9 +535,12 @@ class RmsNormUpcast(Rule):
             if not squares_mean(func) or not rms_function(func, self.ctx.source.path):
                 continue
             params = {a.arg for a in (*func.args.posonlyargs, *func.args.args)}
-            if not any(p in ("weight", "eps", "epsilon") or p.endswith(("_weight", "_eps")) for p in params):
-                continue  # a norm kernel's fallback takes its weight or eps; a feature rescaling (LTX's per-token
-                # RMS of text features, `torch.mean(x**2)` or `x.pow(2).mean()`) is not an RMSNorm
+            if not any(
+                p in ("weight", "eps", "epsilon") or p.endswith(("_weight", "_eps")) for p in params
+            ) and not _module_state(func):
+                continue  # a norm kernel's fallback takes its weight or eps (or, a forward bound to an RMSNorm
+                # class, `def rms_norm_forward(self, x)`, reads them off the module); a feature rescaling (LTX's
+                # per-token RMS of text features, `torch.mean(x**2)` or `x.pow(2).mean()`) is not an RMSNorm
             math = _eager_math(func)
             squared = _squared_root(func)
             if math is None or squared not in params or _squared_upcast(func) is not False:
@@ -413,13 +551,43 @@ class RmsNormUpcast(Rule):
                 "(`x.float()`) before the mean of squares, as RMSNorm implementations and the fused kernels do",
             )
 
+    def _function_helpers(self) -> None:
+        """Calls handing a module-level norm helper that squares its argument without casting it (`def
+        _rms(x, eps)`) an uncast tensor; a private module-level caller is itself a helper given its tensor by its
+        own caller and is not judged."""
+        path = self.ctx.source.path
+        functions = {  # a public RMSNorm function squaring its own input is judged by `_functions`
+            f.name: f
+            for f in self.ctx.tree.body
+            if isinstance(f, ast.FunctionDef) and (f.name.startswith("_") or not rms_function(f, path))
+        }
+        if not any(_bf16_statistic_param(f, method=False) is not None for f in functions.values()):
+            return
+        seen: set[int] = set()
+        for func in nodes_of(self.ctx.tree, ast.FunctionDef):
+            if functions.get(func.name) is func and func.name.startswith("_"):
+                continue
+            for call, helper, operand in function_calls(func, functions):
+                if id(call) in seen:
+                    continue
+                seen.add(id(call))
+                self.report(
+                    call,
+                    f"`{func.name}` hands `{self.ctx.source.segment(operand)}` to `{helper}`, which squares it for "
+                    "the mean of squares without casting it: the RMS statistic is computed in the input dtype "
+                    "(bf16/fp16); upcast the argument (`.float()`), as RMSNorm implementations do",
+                )
+
     def _in_tree(self) -> None:
         """RMSNorm classes the tree defines itself (no upstream to compare with): a forward that squares the
         activations in the input dtype."""
         self._functions()
-        for cls in self.ctx.tree.body:
+        for cls in nodes_of(
+            self.ctx.tree, ast.ClassDef
+        ):  # nested ones too (a quantised wrapper's own RMSNorm)
             if not (isinstance(cls, ast.ClassDef) and "rmsnorm" in cls.name.lower()):
                 continue
+            methods = {f.name: f for f in cls.body if isinstance(f, ast.FunctionDef)}
             for func in cls.body:
                 if isinstance(func, ast.FunctionDef) and func.name == "forward":
                     math = _eager_math(func)
@@ -429,9 +597,20 @@ class RmsNormUpcast(Rule):
                             f"`{cls.name}.forward` squares the activations in the input dtype: upcast to fp32 "
                             "(`x.to(torch.float32)`) before the mean of squares, as RMSNorm implementations do",
                         )
+                    for call, helper, operand in helper_calls(func, methods.get):
+                        self._report_helper(cls.name, call, helper, operand, "RMSNorm implementations upcast")
+
+    def _report_helper(self, cls: str, call: ast.Call, helper: str, operand: ast.AST, reference: str) -> None:
+        self.report(
+            call,
+            f"`{cls}.forward` hands `{self.ctx.source.segment(operand)}` to `self.{helper}`, which squares it for "
+            f"the mean of squares without casting it: the RMS statistic is computed in the input dtype (bf16/fp16); "
+            f"upcast the argument (`.float()`), as {reference}",
+        )
 
     def _check(self, patched: PatchedMethod) -> None:
         self._cast_order(patched)
+        self._helper_upcast(patched)
         if not _squared_upcast(patched.upstream):
             return
         math = _eager_math(patched.func)
@@ -441,6 +620,40 @@ class RmsNormUpcast(Rule):
             math,
             f"`{patched.cls}.forward` computes the RMS in the input dtype; the upstream forward upcasts to fp32 first",
         )
+
+    def _helper_upcast(self, patched: PatchedMethod) -> None:
+        """A patched forward handing the class's norm helper an uncast tensor where the upstream forward hands it
+        fp32 (`self._norm(x.float())`)."""
+        local = {
+            f.name: f
+            for c in self.ctx.tree.body
+            if isinstance(c, ast.ClassDef) and c.name == patched.cls
+            for f in c.body
+            if isinstance(f, ast.FunctionDef)
+        }
+
+        def lookup(name: str) -> ast.FunctionDef | None:
+            found = local.get(name) or upstream_class_method(patched.module, patched.cls, name)
+            return found if isinstance(found, ast.FunctionDef) else None
+
+        def upstream_lookup(name: str) -> ast.FunctionDef | None:
+            found = upstream_class_method(patched.module, patched.cls, name)
+            return found if isinstance(found, ast.FunctionDef) else None
+
+        mine = helper_calls(patched.func, lookup)
+        if not mine:
+            return
+        theirs = {h for _, h, _ in helper_calls(patched.upstream, upstream_lookup)}
+        upstream_helpers = {
+            n.func.attr
+            for n in _walk(patched.upstream)
+            if isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and isinstance(n.func.value, ast.Name)
+        }
+        for call, helper, operand in mine:
+            if helper in upstream_helpers and helper not in theirs:  # upstream hands it fp32
+                self._report_helper(patched.cls, call, helper, operand, "the upstream forward does")
 
     def _spec_scales_in_fp32(self, patched: PatchedMethod) -> str | None:
         """In a generated file: the name of the spec's replacement of this forward when it scales in fp32 (the
