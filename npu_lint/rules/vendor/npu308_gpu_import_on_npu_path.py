@@ -10,7 +10,15 @@ from npu_lint.core.astutil import absolute_module, keyword_arg, last_name, liter
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni.backends import CUDA, name_backend
 from npu_lint.veomni.catalog import NPU
-from npu_lint.veomni.optional import GUARDED, import_sites, loaded_elsewhere, optional_in_tree, third_party
+from npu_lint.veomni.optional import (
+    GUARDED,
+    LAZY,
+    import_sites,
+    loaded_elsewhere,
+    optional_extra,
+    optional_in_tree,
+    third_party,
+)
 from npu_lint.veomni.patchgen import load_file
 from npu_lint.veomni.registry import npu_file
 from npu_lint.veomni.resolution import MARKERS, file_bindings, gpu_marker, module_of, names_npu
@@ -113,6 +121,31 @@ def _deferred_modules(files: tuple[str, ...]) -> frozenset[str]:
             ):
                 out.add(node.module or "")
                 out.update(f"{node.module}.{a.name}" for a in node.names)
+    return frozenset(out)
+
+
+def _eager_modules(files: tuple[str, ...]) -> frozenset[str]:
+    """The tree modules some module imports when it loads (top level, not under a host/backend test or a
+    ``try``), by every name the import spells (``from ..utils.helper import x``: ``veomni.utils.helper`` and
+    ``veomni.utils.helper.x``). Reads every file: asked once per project, and only for a module that imports an
+    NPU vendor package when it loads."""
+    out: set[str] = set()
+    for file in files:
+        if not file.endswith(".py"):
+            continue
+        parsed = load_file(file)
+        tree = parsed.tree if parsed is not None else None
+        if tree is None:
+            continue
+        module, is_package = module_of(file)
+        for stmt in _top_imports(tree.body):
+            if isinstance(stmt, ast.Import):
+                out.update(a.name for a in stmt.names if a.name.startswith("veomni"))
+                continue
+            base = absolute_module(module, is_package, stmt.level, stmt.module) if stmt.level else stmt.module
+            if base and base.startswith("veomni"):
+                out.add(base)
+                out.update(f"{base}.{a.name}" for a in stmt.names)
     return frozenset(out)
 
 
@@ -505,9 +538,15 @@ class GpuImportOnNpuPath(Rule):
         if not module.startswith("veomni"):
             return
         if is_package:
-            return  # a package's own ``__init__``: loaded only when the package is (registration ones: ``_registry``)
+            # a package's own ``__init__``: loaded whenever the package is (GPU packages of registration ones:
+            # ``_registry``)
+            self._npu_vendor_on_every_host(module)
+            return
         package = _package_loader(path, module)
-        if package is None or _npu_named(package) or name_backend(package.rsplit(".", 1)[-1]) == CUDA:
+        if package is None:
+            self._npu_vendor_on_every_host(module)
+            return
+        if _npu_named(package) or name_backend(package.rsplit(".", 1)[-1]) == CUDA:
             return  # a package named for a device is loaded only on that device's path
         loader = f"`{package.replace('.', '/')}/__init__.py`"
         for stmt in _top_imports(self.ctx.tree.body):
@@ -564,6 +603,42 @@ class GpuImportOnNpuPath(Rule):
                 )
                 break
 
+    def _npu_vendor_on_every_host(self, module: str) -> None:
+        """A module named for no device (``veomni.utils.helper``, ``veomni.data.collator``, a trainer) that imports
+        an NPU vendor package (``torch_npu``) when it loads, unguarded: every GPU or CPU host that imports the
+        module fails. Left alone: a module named for a device, and one the tree imports only on demand (inside a
+        function, under a device or availability test), which runs on the selected device only."""
+        if _npu_named(module) or any(name_backend(part) == CUDA for part in module.split(".")):
+            return
+        hits = []
+        for stmt in _top_imports(self.ctx.tree.body):
+            if id(stmt) in self._hoisted or (isinstance(stmt, ast.ImportFrom) and stmt.level):
+                continue
+            names = [a.name for a in stmt.names] if isinstance(stmt, ast.Import) else [stmt.module or ""]
+            top = next(
+                (n.split(".", 1)[0] for n in names if VENDOR_PACKAGES.get(n.split(".", 1)[0]) == NPU_VENDOR),
+                None,
+            )
+            if top is not None:
+                hits.append((stmt, top))
+        if not hits:
+            return
+        project = self.ctx.project
+        if project.root is not None:
+            eager = project.remember("NPU308.eager", lambda: _eager_modules(project.tree_files))
+            deferred = project.remember("NPU308.deferred", lambda: _deferred_modules(project.tree_files))
+            if module in deferred and module not in eager:
+                return  # imported only where a backend or device was chosen
+        for stmt, top in hits:
+            self._hoisted.add(id(stmt))
+            self.report(
+                stmt,
+                f"`{module}` is named for no device and imported on every host, but it imports `{top}` when it "
+                f"loads: `{top}` exists only on Ascend hosts, so importing the module fails on every GPU or CPU "
+                "host; guard it as the tree does (`if IS_NPU_AVAILABLE:`, `if is_torch_npu_available():`) or "
+                "import it inside the function that runs on NPU",
+            )
+
     def _optional_hoisted(self, registry: bool) -> None:
         """A module-level import of a package treated as optional (``veomni.optional``): one this file guards
         elsewhere (under a ``try`` that catches ImportError, or an availability test) and no other module of the
@@ -573,10 +648,13 @@ class GpuImportOnNpuPath(Rule):
         root = self.ctx.project.root
         path = self.ctx.source.path
         guarded: dict[str, int] = {}
+        lazy: dict[str, int] = {}  # imported inside a function or block: optional if the tree says so too
         for stmt, package, how in import_sites(self.ctx.tree):
             if how == GUARDED:
                 guarded.setdefault(package, stmt.lineno)
-        if not guarded and (root is None or not registry):
+            elif how == LAZY:
+                lazy.setdefault(package, stmt.lineno)
+        if not guarded and (root is None or (not registry and not lazy)):
             return
         for stmt in _unguarded_imports(self.ctx.tree.body):
             if id(stmt) in self._hoisted or (isinstance(stmt, ast.ImportFrom) and stmt.level):
@@ -591,6 +669,22 @@ class GpuImportOnNpuPath(Rule):
                     root is None or not loaded_elsewhere(self.ctx.project, package, path)
                 ):
                     where = f"this file guards its import at line {guarded[package]}"
+                elif (
+                    package in lazy
+                    and root is not None
+                    and not loaded_elsewhere(self.ctx.project, package, path)
+                    and (
+                        optional_extra(self.ctx.project, package)
+                        or optional_in_tree(self.ctx.project, package, path)
+                    )
+                ):
+                    extra = optional_extra(self.ctx.project, package)
+                    where = (
+                        f"this file imports it lazily at line {lazy[package]}, and the pyproject lists it only as an "
+                        "optional extra"
+                        if extra
+                        else f"this file imports it lazily at line {lazy[package]}, as does the rest of the tree"
+                    )
                 elif registry and kind is None and root is not None:
                     site = optional_in_tree(self.ctx.project, package, path)
                     if site is None:
