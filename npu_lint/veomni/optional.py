@@ -205,11 +205,14 @@ def extras(root: str | Path) -> frozenset[str]:
 
 
 def optional_extra(project: Project, package: str) -> bool:
-    """Whether the project's pyproject lists ``package`` only as an optional extra (``extras``)."""
+    """Whether the project's pyproject lists ``package`` only as an optional extra (``extras``): by its name, or
+    as the namespace of an extra's distribution (``megatron`` of ``megatron-energon``)."""
     if project.root is None:
         return False
     root = project.root
-    return package.lower() in project.remember("optional.extras", lambda: extras(root))
+    names = project.remember("optional.extras", lambda: extras(root))
+    low = package.lower()
+    return low in names or any(name.startswith(low + "_") for name in names)
 
 
 def loaded_elsewhere(project: Project, package: str, path: str) -> bool:

@@ -180,7 +180,8 @@ class GpuImportOnNpuPath(Rule):
         "A registration module imports GPU-only kernel code when it loads (a GPU vendor package, or a tree "
         "module that imports one at its top), or code that runs only on Ascend (an NPU spec or generated file, "
         "an NPU kernel module, an NPU branch, an NPU row's factory) imports GPU-only kernel code; or a module its "
-        "package's `__init__` loads on every host imports `torch_npu` or GPU kernel code when it loads."
+        "package's `__init__` loads on every host (or any module named for no device) imports `torch_npu` or GPU "
+        "kernel code when it loads."
     )
     why = (
         "Registration modules (`KernelSpec`, `register_op`, `OpSpec` tables and the kernel packages' "
@@ -210,7 +211,14 @@ class GpuImportOnNpuPath(Rule):
         "A package the tree treats as optional (`veomni/optional.py`: the file guards its import with `try: ... "
         "except ImportError` or an availability test, or, for a registration module, every other module imports "
         "it lazily; no other module imports it when it loads and the pyproject does not require it) imported "
-        "again at the top of the module makes that module fail to import wherever the package is missing."
+        "again at the top of the module makes that module fail to import wherever the package is missing; so "
+        "does a top-level import of a package the same file also imports lazily (inside a function) when the "
+        "pyproject lists it only as an optional extra (`torchcodec`, `librosa`) or the rest of the tree imports it "
+        "only lazily. "
+        "Any module named for no device (`veomni/utils/helper.py`, a data collator, a trainer, a package "
+        "`__init__`) is device-neutral: importing `torch_npu` when it loads, unguarded, breaks every GPU or CPU "
+        "host that imports it, unless the tree imports that module only on demand (inside a function, under a "
+        "device or availability test)."
     )
     bad = (
         Example(
@@ -300,6 +308,18 @@ class GpuImportOnNpuPath(Rule):
             """,
             path="veomni/optim/newton.py",
             title="an optional package the file guards, also imported when the module loads",
+        ),
+        Example(
+            """
+            import torch
+            import torch_npu
+
+
+            def get_profiler(enabled: bool):
+                return torch_npu.profiler.profile() if enabled else None
+            """,
+            path="veomni/utils/toy_helper.py",
+            title="torch_npu imported when a device-neutral module loads",
         ),
     )
     good = (

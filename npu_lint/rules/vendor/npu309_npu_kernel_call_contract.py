@@ -255,7 +255,7 @@ class NpuKernelCallContract(Rule):
     code = "NPU309"
     name = "npu-kernel-call-contract"
     summary = (
-        "A call of an Ascend kernel breaks its contract: a tuple result used as a tensor, arguments in each "
+        "A call of an Ascend kernel breaks its contract: a tuple or list result used as a tensor, arguments in each "
         "other's place, a layout or mode the kernel does not have, a head count read from the wrong axis, a "
         "dropout rate as keep probability, an inverted attention mask or scale."
     )
@@ -276,7 +276,11 @@ class NpuKernelCallContract(Rule):
         "a concatenation handing it the gate second (`torch.cat([x, gate], -1)`) activates the wrong operand; "
         "`npu_rotary_mul` multiplies tensors of one rank, so a wrapper that unsqueezes a cos/sin table (which has "
         "no head axis) must add one axis more to it than to the tensor it rotates; `npu_grouped_matmul`'s "
-        "`group_list_type` is 0 for a cumulative group list and 1 for per-group counts. Each mistake either fails "
+        "`group_list_type` is 0 for a cumulative group list and 1 for per-group counts, and it returns a list of "
+        "tensors (one per group or split) that its callers index (`[0]`): returned whole from an autograd "
+        "Function's `forward` or `backward`, or used as a tensor, it breaks the layer. A kernel outside this table "
+        "counts as returning a list or tuple when the tree's own other calls of it (two or more) all subscript or "
+        "unpack its result. Each mistake either fails "
         "on the first Ascend step or, worse, runs and trains on wrong numbers while the GPU path is right. "
         "Arguments are judged by their spelling (a `sin` table in the `cos` slot, an `eps` in the weight slot) "
         "and by local data flow; calls that cannot be judged are left alone."
@@ -303,6 +307,21 @@ class NpuKernelCallContract(Rule):
             """,
             path="veomni/ops/kernels/toy_rope/npu.py",
             title="sin and cos in each other's place",
+        ),
+        Example(
+            """
+            import torch
+            import torch_npu
+
+
+            class ToyGmm(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, weight, counts):
+                    out = torch_npu.npu_grouped_matmul([x], [weight], group_list=counts, split_item=2)
+                    return out
+            """,
+            path="veomni/ops/kernels/toy_moe/npu_gmm.py",
+            title="an autograd Function returning the grouped matmul's list",
         ),
         Example(
             """
