@@ -116,3 +116,39 @@ def test_required_loaded_elsewhere_or_only_top_level_stay_quiet(tmp_path) -> Non
     }
     for rel in ("trainer/logger.py", "data/audio_utils.py", "data/video_reader.py"):
         assert _lines(tmp_path, files, f"veomni/{rel}") == [], rel
+
+
+def test_torch_npu_imported_on_the_non_npu_side_of_a_device_test(tmp_path) -> None:  # noqa: ANN001
+    files = {
+        "veomni/utils/device.py": "IS_NPU_AVAILABLE = False\n",
+        "veomni/ops/kernel_registry.py": (
+            "from ..utils.device import IS_NPU_AVAILABLE\n\nif not IS_NPU_AVAILABLE:\n    import torch_npu\n"
+        ),
+        "veomni/distributed/sequence_parallel/fused_norm.py": (
+            "from transformers.utils import is_torch_npu_available\n\n\ndef norm(x, w, eps):\n"
+            "    if is_torch_npu_available():\n        return x\n    else:\n        import torch_npu\n\n"
+            "        return torch_npu.npu_rms_norm(x, w, eps)[0]\n"
+        ),
+        "veomni/trainer/setup.py": (
+            "import torch\n\nfrom ..utils.device import get_device_type\n\n"
+            'if get_device_type() != "npu":\n    from torch_npu.contrib import transfer_to_npu  # noqa: F401\n'
+            "if torch.cuda.is_available():\n    import torch_npu  # noqa: F401\n"
+        ),
+    }
+    assert _lines(tmp_path, files, "veomni/ops/kernel_registry.py") == [4]
+    assert _lines(tmp_path, files, "veomni/distributed/sequence_parallel/fused_norm.py") == [8]
+    assert _lines(tmp_path, files, "veomni/trainer/setup.py") == [6, 8]
+
+
+def test_torch_npu_on_the_npu_side_stays_quiet(tmp_path) -> None:  # noqa: ANN001
+    files = {
+        "veomni/utils/device.py": "IS_NPU_AVAILABLE = False\n",
+        "veomni/trainer/setup.py": (
+            "import torch\n\nfrom ..utils.device import IS_NPU_AVAILABLE, get_device_type\n\n"
+            "if IS_NPU_AVAILABLE:\n    import torch_npu  # noqa: F401\nelse:\n    import flash_attn  # noqa: F401\n"
+            'if get_device_type() == "npu":\n    from torch_npu.contrib import transfer_to_npu  # noqa: F401\n'
+            "if not torch.cuda.is_available():\n    import torch_npu  # noqa: F401\n\n\ndef f():\n"
+            "    if not IS_NPU_AVAILABLE:\n        return None\n    import torch_npu\n\n    return torch_npu\n"
+        ),
+    }
+    assert _lines(tmp_path, files, "veomni/trainer/setup.py") == []

@@ -6,7 +6,15 @@ import ast
 import re
 from pathlib import Path
 
-from npu_lint.core.astutil import absolute_module, keyword_arg, last_name, literal_import, nodes_of, str_value
+from npu_lint.core.astutil import (
+    absolute_module,
+    dotted_name,
+    keyword_arg,
+    last_name,
+    literal_import,
+    nodes_of,
+    str_value,
+)
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni.backends import CUDA, name_backend
 from npu_lint.veomni.catalog import NPU
@@ -124,6 +132,35 @@ def _deferred_modules(files: tuple[str, ...]) -> frozenset[str]:
     return frozenset(out)
 
 
+def _device_side(test: ast.expr) -> bool | None:
+    """Whether a device test holds on Ascend hosts (True: ``IS_NPU_AVAILABLE``, ``device == "npu"``), on the
+    others (False: ``not IS_NPU_AVAILABLE``, ``device != "npu"``, ``IS_CUDA_AVAILABLE``,
+    ``torch.cuda.is_available()``), or None when it is no device test (a conjunction or disjunction is not read)."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _device_side(test.operand)
+        return None if inner is None else not inner
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        op, left, right = test.ops[0], test.left, test.comparators[0]
+        if isinstance(right, ast.Constant) and isinstance(right.value, bool):
+            inner = _device_side(left)
+            if inner is None or not isinstance(op, (ast.Is, ast.Eq, ast.IsNot, ast.NotEq)):
+                return None
+            same = isinstance(op, (ast.Is, ast.Eq)) == right.value
+            return inner if same else not inner
+        words = [str_value(left), str_value(right)]
+        if isinstance(op, (ast.Eq, ast.NotEq)) and any(w in ("npu", "cuda") for w in words):
+            on_npu = "npu" in words
+            return on_npu if isinstance(op, ast.Eq) else not on_npu
+        return None
+    if _npu_test(test):
+        return True
+    node = test.func if isinstance(test, ast.Call) else test
+    name = (dotted_name(node) or "").lower()
+    if "cuda" in name and "available" in name:
+        return False
+    return None
+
+
 def _eager_modules(files: tuple[str, ...]) -> frozenset[str]:
     """The tree modules some module imports when it loads (top level, not under a host/backend test or a
     ``try``), by every name the import spells (``from ..utils.helper import x``: ``veomni.utils.helper`` and
@@ -218,7 +255,9 @@ class GpuImportOnNpuPath(Rule):
         "Any module named for no device (`veomni/utils/helper.py`, a data collator, a trainer, a package "
         "`__init__`) is device-neutral: importing `torch_npu` when it loads, unguarded, breaks every GPU or CPU "
         "host that imports it, unless the tree imports that module only on demand (inside a function, under a "
-        "device or availability test)."
+        "device or availability test). An NPU vendor package imported on the other side of a device test (`if "
+        'not IS_NPU_AVAILABLE:`, `device != "npu"`, a CUDA test, the `else` of `if IS_NPU_AVAILABLE:`), in any '
+        "module, runs exactly on the hosts that lack it."
     )
     bad = (
         Example(
@@ -399,6 +438,9 @@ class GpuImportOnNpuPath(Rule):
     def finish(self) -> None:
         path = self.ctx.source.path
         norm = "/" + path.replace("\\", "/").lstrip("/")
+        self._hoisted: set[int] = set()
+        if "/veomni/" in norm and ("npu" in self.ctx.source.text or "mindspeed" in self.ctx.source.text):
+            self._npu_import_off_npu()
         if npu_file(Path(path)):
             self._npu_code()
             return
@@ -406,7 +448,6 @@ class GpuImportOnNpuPath(Rule):
         registry = any(m in text for m in MARKERS) or (
             norm.endswith("/__init__.py") and ("/veomni/ops/kernels/" in norm or "/veomni/kernels/" in norm)
         )
-        self._hoisted: set[int] = set()
         if registry:
             self._registry()
         elif "/veomni/" in norm and not norm.endswith("/__init__.py"):
@@ -622,6 +663,45 @@ class GpuImportOnNpuPath(Rule):
                     f"host, and it imports `{target}` when it loads: {why}",
                 )
                 break
+
+    def _npu_import_off_npu(self) -> None:
+        """An NPU vendor package imported in the branch of a device test that runs on every host but Ascend:
+        under ``if not IS_NPU_AVAILABLE:`` (``not is_torch_npu_available()``, ``device != "npu"``), under a CUDA
+        test (``if IS_CUDA_AVAILABLE:``, ``torch.cuda.is_available()``), or in the ``else`` of ``if
+        IS_NPU_AVAILABLE:``: the import runs exactly where the package does not exist. The nearest device test
+        around the import decides."""
+        branch: dict[
+            int, tuple[ast.If, bool]
+        ] = {}  # id(import) -> (the test, whether the branch runs on NPU)
+        for node in nodes_of(self.ctx.tree, ast.If):
+            assert isinstance(node, ast.If)
+            side = _device_side(node.test)
+            if side is None:
+                continue
+            for part, on_npu in ((node.body, side), (node.orelse, not side)):
+                for stmt in part:
+                    for sub in nodes_of(stmt, ast.Import, ast.ImportFrom):
+                        branch[id(sub)] = (node, on_npu)
+        if not branch:
+            return
+        for stmt in nodes_of(self.ctx.tree, ast.Import, ast.ImportFrom):
+            hit = branch.get(id(stmt))
+            if hit is None or hit[1] or (isinstance(stmt, ast.ImportFrom) and stmt.level):
+                continue
+            names = [a.name for a in stmt.names] if isinstance(stmt, ast.Import) else [stmt.module or ""]  # type: ignore[union-attr]
+            top = next(
+                (n.split(".", 1)[0] for n in names if VENDOR_PACKAGES.get(n.split(".", 1)[0]) == NPU_VENDOR),
+                None,
+            )
+            if top is None:
+                continue
+            self._hoisted.add(id(stmt))
+            self.report(
+                stmt,
+                f"`{top}` is imported in the branch of `if {ast.unparse(hit[0].test)}:` (line {hit[0].lineno}) that "
+                f"runs on every host but Ascend: `{top}` exists only on Ascend hosts, so the import fails exactly "
+                "where it runs and never runs where the package is; import it under the NPU side of the test",
+            )
 
     def _npu_vendor_on_every_host(self, module: str) -> None:
         """A module named for no device (``veomni.utils.helper``, ``veomni.data.collator``, a trainer) that imports
