@@ -152,3 +152,25 @@ def test_one_sibling_or_a_sibling_using_it_whole_is_no_evidence(tmp_path) -> Non
     )
     files = {"veomni/ops/kernels/moe/npu_routing.py": mixed, "veomni/trainer/npu_step.py": use}
     assert _tree_lines(tmp_path / "b", files, "veomni/trainer/npu_step.py") == []
+
+
+def test_list_result_fed_to_a_tensor_function_or_a_tensor_kernel() -> None:
+    text = """
+    import torch
+    import torch.nn.functional as F
+    import torch_npu
+
+
+    def experts_mlp(tokens, w_up, w_down, counts):
+        gate_up = torch_npu.npu_grouped_matmul([tokens], [w_up], group_list=counts, split_item=2, group_type=0)
+        act = torch_npu.npu_swiglu(gate_up, dim=-1)
+        down = F.silu(torch_npu.npu_grouped_matmul([act], [w_down], group_list=counts, split_item=2, group_type=0))
+        return down
+
+
+    def experts_cat(tokens, w_up, counts):
+        parts = torch_npu.npu_grouped_matmul([tokens], [w_up], group_list=counts)
+        joined = torch.cat(torch_npu.npu_grouped_matmul([tokens], [w_up], group_list=counts), dim=0)
+        return torch.stack(parts), joined
+    """
+    assert _codes("veomni/distributed/moe/npu_experts.py", text) == [7, 9]

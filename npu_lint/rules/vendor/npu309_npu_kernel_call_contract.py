@@ -40,6 +40,35 @@ _KERNELS = frozenset(
 _SEQUENCE_METHODS = frozenset(
     {"append", "extend", "insert", "pop", "index", "count", "copy", "clear", "remove"}
 )
+# torch functions whose first argument is a sequence of tensors (or any object): a list result fits them
+_SEQUENCE_FUNCTIONS = frozenset(
+    {
+        "cat",
+        "concat",
+        "concatenate",
+        "stack",
+        "hstack",
+        "vstack",
+        "dstack",
+        "column_stack",
+        "block_diag",
+        "broadcast_tensors",
+        "cartesian_prod",
+        "meshgrid",
+        "atleast_1d",
+        "atleast_2d",
+        "atleast_3d",
+        "is_tensor",
+        "numel",
+        "save",
+        "tensor",
+        "as_tensor",
+    }
+)
+# Ascend kernels whose first argument is one tensor
+_TENSOR_INPUT_KERNELS = frozenset(
+    {"npu_swiglu", "npu_rms_norm", "npu_rotary_mul", "npu_moe_token_unpermute", "npu_fusion_attention"}
+)
 _ELEMENTWISE = frozenset({"float", "to", "contiguous", "half", "bfloat16", "type_as", "view", "reshape"})
 
 
@@ -740,7 +769,7 @@ class NpuKernelCallContract(Rule):
         ):
             self._report_tuple(call, kernel, "", evidence, listed)
             return
-        if isinstance(parent, ast.BinOp):
+        if isinstance(parent, ast.BinOp) or self._tensor_input(parent, call):
             self._report_tuple(call, kernel, "", evidence, listed)
             return
         if not (isinstance(parent, ast.Assign) and len(parent.targets) == 1):
@@ -779,12 +808,39 @@ class NpuKernelCallContract(Rule):
                 isinstance(s, ast.Name) and s.id == target.id for s in (sub.left, sub.right)
             ):
                 tensor_like = True
+            if (
+                isinstance(sub, ast.Call)
+                and sub.args
+                and isinstance(sub.args[0], ast.Name)
+                and sub.args[0].id == target.id
+                and self._tensor_input(sub, sub.args[0])
+            ):
+                tensor_like = True
             if isinstance(sub, ast.Return) and (not listed or stage) and sub.value is not None:
                 returned = sub.value.elts if isinstance(sub.value, ast.Tuple) and stage else [sub.value]
                 if any(isinstance(r, ast.Name) and r.id == target.id for r in returned):
                     tensor_like = True
         if tensor_like:
             self._report_tuple(call, kernel, f" (through `{target.id}`)", evidence, listed)
+
+    def _tensor_input(self, parent: ast.AST | None, value: ast.expr) -> bool:
+        """Whether ``value`` is the first argument of a call that wants one tensor there: a ``torch`` /
+        ``torch.nn.functional`` function other than those taking a sequence (``cat``, ``stack``...), or an Ascend
+        kernel whose input is a tensor (``npu_swiglu``, ``npu_rms_norm``; not ``npu_grouped_matmul``'s lists)."""
+        if not (isinstance(parent, ast.Call) and parent.args and parent.args[0] is value):
+            return False
+        func = parent.func
+        kernel = self._kernel(parent) if isinstance(func, (ast.Name, ast.Attribute)) else None
+        if kernel is not None:
+            return kernel in _TENSOR_INPUT_KERNELS
+        if not isinstance(func, ast.Attribute):
+            return False
+        owner = dotted_name(func.value) or ""
+        head, _, rest = owner.partition(".")
+        module = self.ctx.imports.get(head, head) + (f".{rest}" if rest else "")
+        if module not in ("torch", "torch.nn.functional"):
+            return False
+        return func.attr not in _SEQUENCE_FUNCTIONS
 
     def _report_tuple(
         self, call: ast.Call, kernel: str, through: str, evidence: str = "", listed: bool = False
