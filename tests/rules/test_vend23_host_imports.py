@@ -152,3 +152,21 @@ def test_torch_npu_on_the_npu_side_stays_quiet(tmp_path) -> None:  # noqa: ANN00
         ),
     }
     assert _lines(tmp_path, files, "veomni/trainer/setup.py") == []
+
+
+def test_availability_function_tested_without_a_call(tmp_path) -> None:  # noqa: ANN001
+    files = {
+        "veomni/utils/import_utils.py": "def is_liger_kernel_available():\n    return False\n",
+        "veomni/data/collate_npu_free.py": (
+            "from transformers.utils import is_torch_npu_available\n\nif is_torch_npu_available:\n"
+            "    import torch_npu  # noqa: F401\n"
+        ),
+        "veomni/optim/fused.py": (
+            "from veomni.utils import import_utils\n\n\ndef build():\n    if import_utils.is_liger_kernel_available:\n"
+            "        from liger_kernel.ops import fused_adam\n\n        return fused_adam\n"
+            "    if import_utils.is_liger_kernel_available():\n        from liger_kernel.ops import fused_adam\n\n"
+            "        return fused_adam\n    return None\n"
+        ),
+    }
+    assert _lines(tmp_path, files, "veomni/data/collate_npu_free.py") == [4]
+    assert _lines(tmp_path, files, "veomni/optim/fused.py") == [6]

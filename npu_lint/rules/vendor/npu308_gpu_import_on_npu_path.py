@@ -132,6 +132,13 @@ def _deferred_modules(files: tuple[str, ...]) -> frozenset[str]:
     return frozenset(out)
 
 
+def _uncalled_probe(test: ast.expr) -> bool:
+    """An availability function named but not called (``is_torch_npu_available``, ``utils.is_liger_available``):
+    lower case ``is_..._available``, the spelling of a function, not of a flag such as ``IS_NPU_AVAILABLE``."""
+    name = last_name(test) if isinstance(test, (ast.Name, ast.Attribute)) else None
+    return bool(name) and name.startswith("is_") and name.endswith("_available") and name.islower()
+
+
 def _device_side(test: ast.expr) -> bool | None:
     """Whether a device test holds on Ascend hosts (True: ``IS_NPU_AVAILABLE``, ``device == "npu"``), on the
     others (False: ``not IS_NPU_AVAILABLE``, ``device != "npu"``, ``IS_CUDA_AVAILABLE``,
@@ -439,7 +446,7 @@ class GpuImportOnNpuPath(Rule):
         path = self.ctx.source.path
         norm = "/" + path.replace("\\", "/").lstrip("/")
         self._hoisted: set[int] = set()
-        if "/veomni/" in norm and ("npu" in self.ctx.source.text or "mindspeed" in self.ctx.source.text):
+        if "/veomni/" in norm and ("npu" in self.ctx.source.text or "_available" in self.ctx.source.text):
             self._npu_import_off_npu()
         if npu_file(Path(path)):
             self._npu_code()
@@ -670,11 +677,13 @@ class GpuImportOnNpuPath(Rule):
         test (``if IS_CUDA_AVAILABLE:``, ``torch.cuda.is_available()``), or in the ``else`` of ``if
         IS_NPU_AVAILABLE:``: the import runs exactly where the package does not exist. The nearest device test
         around the import decides."""
-        branch: dict[
-            int, tuple[ast.If, bool]
-        ] = {}  # id(import) -> (the test, whether the branch runs on NPU)
+        # id(import) -> (the test, whether the branch runs on NPU)
+        branch: dict[int, tuple[ast.If, bool]] = {}
         for node in nodes_of(self.ctx.tree, ast.If):
             assert isinstance(node, ast.If)
+            if _uncalled_probe(node.test):
+                self._probe_not_called(node)
+                continue
             side = _device_side(node.test)
             if side is None:
                 continue
@@ -702,6 +711,26 @@ class GpuImportOnNpuPath(Rule):
                 f"runs on every host but Ascend: `{top}` exists only on Ascend hosts, so the import fails exactly "
                 "where it runs and never runs where the package is; import it under the NPU side of the test",
             )
+
+    def _probe_not_called(self, node: ast.If) -> None:
+        """``if is_torch_npu_available:`` (the function, not its result) is always true: a vendor package imported
+        under it is imported on every host."""
+        for stmt in node.body:
+            for sub in nodes_of(stmt, ast.Import, ast.ImportFrom):
+                if isinstance(sub, ast.ImportFrom) and sub.level:
+                    continue
+                names = [a.name for a in sub.names] if isinstance(sub, ast.Import) else [sub.module or ""]  # type: ignore[union-attr]
+                tops = [n.split(".", 1)[0] for n in names]
+                top = next((t for t in tops if VENDOR_PACKAGES.get(t) and t != "triton"), None)
+                if top is None:
+                    continue
+                self._hoisted.add(id(sub))
+                self.report(
+                    sub,
+                    f"`if {ast.unparse(node.test)}:` (line {node.lineno}) tests the function, not its result: a "
+                    f"function is always true, so `{top}` is imported on every host, including those that lack it; "
+                    f"call it (`{ast.unparse(node.test)}()`)",
+                )
 
     def _npu_vendor_on_every_host(self, module: str) -> None:
         """A module named for no device (``veomni.utils.helper``, ``veomni.data.collator``, a trainer) that imports
