@@ -87,3 +87,20 @@ def test_restored_shapes_and_broadcast_tables_stay_quiet() -> None:
         return torch_npu.npu_rotary_mul(ones, cos, sin)
     """
     assert _lines("veomni/ops/kernels/rotary/npu.py", text) == []
+
+
+def test_axis_added_by_a_none_index_in_a_checkpoint_helper() -> None:
+    text = """
+    import torch_npu
+
+
+    def fused_swiglu_npu(x, dim=-1):
+        batched = x[None, ...]
+        return torch_npu.npu_swiglu(batched, dim=dim).contiguous()
+
+
+    def fused_swiglu_npu_ok(x, dim=-1):
+        batched = x[None, ...]
+        return torch_npu.npu_swiglu(batched, dim=dim)[0]
+    """
+    assert _lines("veomni/checkpoint/npu_act.py", text) == [6]

@@ -122,7 +122,7 @@ class KernelOutputShapeNotRestored(Rule):
     fix_safety = (
         "No fix: merge the axes back (`.flatten(-2)`, the inverse `rearrange`) or squeeze the added one."
     )
-    requires = ("torch_npu", ("rearrange", "unsqueeze"))
+    requires = ("torch_npu", ("rearrange", "unsqueeze", "[None"))
     node_types = (ast.FunctionDef,)
 
     @classmethod
@@ -185,7 +185,7 @@ class KernelOutputShapeNotRestored(Rule):
         output through rank-keeping calls only (``transpose``, ``contiguous``, ``to``): the caller passed a
         rank-n tensor and gets a rank-(n+1) one. Any squeeze, view, reshape, flatten or index on the way counts
         as restoring it; only the kernel's input (its first argument) counts, not the tables broadcast to it."""
-        if "unsqueeze" not in self.ctx.source.text:
+        if "unsqueeze" not in self.ctx.source.text and "[None" not in self.ctx.source.text:
             return
         imported = self.ctx.memo.get("npucalls.imported")
         if imported is None:
@@ -232,6 +232,9 @@ class KernelOutputShapeNotRestored(Rule):
                 and isinstance(expr.func, ast.Attribute)
             ):
                 param = parameter(expr.func.value, expr.lineno)
+                return (param, expr.lineno) if param is not None else None
+            if isinstance(expr, ast.Subscript) and _adds_one_axis(expr.slice):
+                param = parameter(expr.value, expr.lineno)
                 return (param, expr.lineno) if param is not None else None
             return None
 
@@ -288,6 +291,18 @@ class KernelOutputShapeNotRestored(Rule):
                 "returning",
             )
             return
+
+
+def _adds_one_axis(index: ast.expr) -> bool:
+    """``x[None]``, ``x[None, ...]``, ``x[:, None]``: an index that adds exactly one axis and takes none away."""
+    elts = index.elts if isinstance(index, ast.Tuple) else [index]
+    nones = sum(1 for e in elts if isinstance(e, ast.Constant) and e.value is None)
+    rest = all(
+        (isinstance(e, ast.Constant) and e.value in (None, Ellipsis))
+        or (isinstance(e, ast.Slice) and e.lower is None and e.upper is None and e.step is None)
+        for e in elts
+    )
+    return nones == 1 and rest
 
 
 # calls that keep a tensor's rank (a transpose moves the added axis, it does not remove it)
