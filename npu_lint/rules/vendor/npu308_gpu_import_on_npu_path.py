@@ -16,6 +16,7 @@ from npu_lint.core.astutil import (
     str_value,
 )
 from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.rules.vendor._shared import in_model_scope
 from npu_lint.veomni.backends import CUDA, name_backend
 from npu_lint.veomni.catalog import NPU
 from npu_lint.veomni.optional import (
@@ -168,29 +169,44 @@ def _device_side(test: ast.expr) -> bool | None:
     return None
 
 
-def _eager_modules(files: tuple[str, ...]) -> frozenset[str]:
-    """The tree modules some module imports when it loads (top level, not under a host/backend test or a
-    ``try``), by every name the import spells (``from ..utils.helper import x``: ``veomni.utils.helper`` and
-    ``veomni.utils.helper.x``). Reads every file: asked once per project, and only for a module that imports an
-    NPU vendor package when it loads."""
-    out: set[str] = set()
+def _importers(files: tuple[str, ...], module: str) -> tuple[bool, bool]:
+    """(eager, on demand): whether some module of the tree imports ``module`` when it loads (top level, not under
+    a host/backend test or a ``try``: ``from ..utils.helper import x``, ``from veomni.utils import helper``), and
+    whether some imports it otherwise (inside a function, under a test or a ``try``). Only the files whose text
+    names the module's last component are parsed."""
+    last = module.rsplit(".", 1)[-1]
+    eager = lazy = False
     for file in files:
         if not file.endswith(".py"):
             continue
         parsed = load_file(file)
-        tree = parsed.tree if parsed is not None else None
+        if parsed is None or last not in parsed.text:
+            continue
+        tree = parsed.tree
         if tree is None:
             continue
-        module, is_package = module_of(file)
-        for stmt in _top_imports(tree.body):
+        importer, is_package = module_of(file)
+        if importer == module:
+            continue
+        top = {id(stmt) for stmt in _top_imports(tree.body)}
+        for stmt in nodes_of(tree, ast.Import, ast.ImportFrom):
             if isinstance(stmt, ast.Import):
-                out.update(a.name for a in stmt.names if a.name.startswith("veomni"))
-                continue
-            base = absolute_module(module, is_package, stmt.level, stmt.module) if stmt.level else stmt.module
-            if base and base.startswith("veomni"):
-                out.add(base)
-                out.update(f"{base}.{a.name}" for a in stmt.names)
-    return frozenset(out)
+                hit = any(a.name == module for a in stmt.names)
+            else:
+                assert isinstance(stmt, ast.ImportFrom)
+                base = (
+                    absolute_module(importer, is_package, stmt.level, stmt.module)
+                    if stmt.level
+                    else stmt.module
+                )
+                hit = base == module or bool(base and any(f"{base}.{a.name}" == module for a in stmt.names))
+            if hit and id(stmt) in top:
+                eager = True
+            elif hit:
+                lazy = True
+        if eager:
+            break
+    return eager, lazy
 
 
 def _package_loader(path: str, module: str) -> str | None:
@@ -739,6 +755,8 @@ class GpuImportOnNpuPath(Rule):
         function, under a device or availability test), which runs on the selected device only."""
         if _npu_named(module) or any(name_backend(part) == CUDA for part in module.split(".")):
             return
+        if self.ctx.source.kind.model_code and in_model_scope(self.ctx):
+            return  # model code: every vendor import there is NPU301's
         hits = []
         for stmt in _top_imports(self.ctx.tree.body):
             if id(stmt) in self._hoisted or (isinstance(stmt, ast.ImportFrom) and stmt.level):
@@ -754,9 +772,10 @@ class GpuImportOnNpuPath(Rule):
             return
         project = self.ctx.project
         if project.root is not None:
-            eager = project.remember("NPU308.eager", lambda: _eager_modules(project.tree_files))
-            deferred = project.remember("NPU308.deferred", lambda: _deferred_modules(project.tree_files))
-            if module in deferred and module not in eager:
+            eager, lazy = project.remember(
+                ("NPU308.importers", module), lambda: _importers(project.tree_files, module)
+            )
+            if lazy and not eager:
                 return  # imported only where a backend or device was chosen
         for stmt, top in hits:
             self._hoisted.add(id(stmt))
