@@ -5,7 +5,8 @@ all pass by keyword (``npu_moe_token_unpermute(..., probs=routing_weights)``), t
 positional arguments (``npu_rms_norm_backward(dy, x, gamma, rstd)``) and the positions they all cast to int32
 (``npu_moe_token_permute(x, indices.to(torch.int32))``). ``file_calls(tree)`` reads one module;
 ``tree_calls(project)`` reads every module of the tree that imports ``torch_npu`` (the project's import sites),
-once per set of file stamps.
+once per set of file stamps. Each call also records how its result is consumed (``result``: indexed, unpacked),
+so the kernels the tree always takes apart (a list or tuple result, NPU309) are learned from the tree too.
 """
 
 from __future__ import annotations
@@ -38,6 +39,49 @@ class KernelCall:
     texts: tuple[str, ...]
     data_keywords: frozenset[str]
     int32: frozenset[int]
+    result: str = ""  # how the result is consumed: INDEXED, UNPACKED, or "" (used whole, or not at all)
+
+
+INDEXED = "indexed"
+UNPACKED = "unpacked"
+
+
+def _consumption(func: ast.AST) -> dict[int, str]:
+    """id(call) -> INDEXED / UNPACKED for the calls of ``func`` whose result is taken apart: subscripted by a
+    literal (``npu_x(...)[0]``), unpacked by an assignment or a loop target (``y, rstd = npu_x(...)``), or bound
+    to a name that the function only subscripts by a literal or unpacks (``out = npu_x(...); y = out[0]``)."""
+    out: dict[int, str] = {}
+    bound: dict[str, int] = {}
+    for node in nodes_of(func, ast.Subscript, ast.Assign, ast.For):
+        if isinstance(node, ast.Subscript):
+            if isinstance(node.value, ast.Call) and isinstance(node.slice, ast.Constant):
+                out[id(node.value)] = INDEXED
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and len(node.targets) == 1:
+            target = node.targets[0]
+            if isinstance(target, (ast.Tuple, ast.List)):
+                out[id(node.value)] = UNPACKED
+            elif isinstance(target, ast.Name):
+                bound[target.id] = id(node.value)
+        elif isinstance(node, ast.For) and isinstance(node.iter, ast.Call):
+            if isinstance(node.target, (ast.Tuple, ast.List)):
+                out[id(node.iter)] = UNPACKED
+    if not bound:
+        return out
+    taken: dict[str, str] = {}
+    for node in nodes_of(func, ast.Subscript, ast.Assign):
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in bound:
+            if isinstance(node.slice, ast.Constant):
+                taken[node.value.id] = INDEXED
+        elif (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in bound
+            and isinstance(node.targets[0], (ast.Tuple, ast.List))
+        ):
+            taken[node.value.id] = UNPACKED
+    for name, how in taken.items():
+        out.setdefault(bound[name], how)
+    return out
 
 
 def stem(node: ast.expr) -> str:
@@ -127,6 +171,7 @@ def file_calls(tree: ast.Module, path: str) -> dict[int, tuple[str, KernelCall]]
     imported = torch_npu_names(tree)
     out: dict[int, tuple[str, KernelCall]] = {}
     for func in nodes_of(tree, ast.FunctionDef, ast.AsyncFunctionDef):
+        consumed: dict[int, str] | None = None
         casts: set[str] = set()
         for assign in nodes_of(func, ast.Assign):
             assert isinstance(assign, ast.Assign)
@@ -143,6 +188,8 @@ def file_calls(tree: ast.Module, path: str) -> dict[int, tuple[str, KernelCall]]
                 if _int32_cast(a) or (isinstance(a, ast.Name) and a.id in casts)
             )
             data = frozenset(k.arg for k in call.keywords if k.arg is not None and not _literal(k.value))
+            if consumed is None:
+                consumed = _consumption(func)
             out[id(call)] = (
                 kernel,
                 KernelCall(
@@ -152,6 +199,7 @@ def file_calls(tree: ast.Module, path: str) -> dict[int, tuple[str, KernelCall]]
                     tuple(ast.unparse(a) for a in call.args),
                     data,
                     int32,
+                    consumed.get(id(call), ""),
                 ),
             )
     return out

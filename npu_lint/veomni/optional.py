@@ -15,7 +15,8 @@ not require.
 every ``veomni/**/*.py`` file of a tree (a text scan: an import statement in column 0 is a top-level one), run
 once by ``load_project`` on the tree's one listing and kept as ``Project.import_sites`` (with the scans'
 store, reused while no file's stat key changed). ``required(root)``: the packages the tree's pyproject
-requires (``Project.required_packages``). ``loaded_elsewhere`` / ``optional_in_tree`` ask the project.
+requires (``Project.required_packages``); ``extras(root)`` / ``optional_extra``: those it lists only as optional
+extras. ``loaded_elsewhere`` / ``optional_in_tree`` ask the project.
 """
 
 from __future__ import annotations
@@ -183,6 +184,35 @@ def required(root: str | Path) -> frozenset[str]:
         if m:
             names.add(m.group(1).lower().replace("-", "_").replace(".", "_"))
     return frozenset(names)
+
+
+def extras(root: str | Path) -> frozenset[str]:
+    """The import names of the packages the tree's pyproject lists only under ``[project.optional-dependencies]``
+    (any extra: ``gpu``, ``npu``, ``dev``), not under ``[project] dependencies``: packages a host may lack."""
+    path = Path(root) / "pyproject.toml"
+    try:
+        data = read_toml(path)
+    except (OSError, ValueError):
+        return frozenset()
+    groups = data.get("project", {}).get("optional-dependencies", {}) if isinstance(data, dict) else {}
+    names: set[str] = set()
+    for deps in groups.values() if isinstance(groups, dict) else ():
+        for dep in deps if isinstance(deps, list) else []:
+            m = _REQ_NAME.match(dep) if isinstance(dep, str) else None
+            if m:
+                names.add(m.group(1).lower().replace("-", "_").replace(".", "_"))
+    return frozenset(names - required(root))
+
+
+def optional_extra(project: Project, package: str) -> bool:
+    """Whether the project's pyproject lists ``package`` only as an optional extra (``extras``): by its name, or
+    as the namespace of an extra's distribution (``megatron`` of ``megatron-energon``)."""
+    if project.root is None:
+        return False
+    root = project.root
+    names = project.remember("optional.extras", lambda: extras(root))
+    low = package.lower()
+    return low in names or any(name.startswith(low + "_") for name in names)
 
 
 def loaded_elsewhere(project: Project, package: str, path: str) -> bool:

@@ -310,6 +310,8 @@ def torch_npu_names() -> list[str]:
 # -- call contracts of the Ascend kernels the trees call (torch_npu's documented signatures) ---------------------
 # kernels that return a tuple whose first element is the output (``npu_rms_norm`` -> (y, rstd))
 NPU_TUPLE_RESULTS: frozenset[str] = frozenset({"npu_rms_norm", "npu_fusion_attention", "npu_grouped_matmul"})
+# of those, kernels returning a list of tensors (one per group or split): a plain wrapper may return it whole
+NPU_LIST_RESULTS: frozenset[str] = frozenset({"npu_grouped_matmul"})
 # positional roles: kernel -> (index, role); a role is matched against the argument's spelling
 NPU_POSITIONAL_ROLES: dict[str, tuple[tuple[int, str], ...]] = {
     "npu_rms_norm": ((1, "weight"), (2, "eps")),

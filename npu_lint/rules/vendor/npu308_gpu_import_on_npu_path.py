@@ -6,11 +6,28 @@ import ast
 import re
 from pathlib import Path
 
-from npu_lint.core.astutil import absolute_module, keyword_arg, last_name, literal_import, nodes_of, str_value
+from npu_lint.core.astutil import (
+    absolute_module,
+    dotted_name,
+    keyword_arg,
+    last_name,
+    literal_import,
+    nodes_of,
+    str_value,
+)
 from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.rules.vendor._shared import in_model_scope
 from npu_lint.veomni.backends import CUDA, name_backend
 from npu_lint.veomni.catalog import NPU
-from npu_lint.veomni.optional import GUARDED, import_sites, loaded_elsewhere, optional_in_tree, third_party
+from npu_lint.veomni.optional import (
+    GUARDED,
+    LAZY,
+    import_sites,
+    loaded_elsewhere,
+    optional_extra,
+    optional_in_tree,
+    third_party,
+)
 from npu_lint.veomni.patchgen import load_file
 from npu_lint.veomni.registry import npu_file
 from npu_lint.veomni.resolution import MARKERS, file_bindings, gpu_marker, module_of, names_npu
@@ -116,6 +133,82 @@ def _deferred_modules(files: tuple[str, ...]) -> frozenset[str]:
     return frozenset(out)
 
 
+def _uncalled_probe(test: ast.expr) -> bool:
+    """An availability function named but not called (``is_torch_npu_available``, ``utils.is_liger_available``):
+    lower case ``is_..._available``, the spelling of a function, not of a flag such as ``IS_NPU_AVAILABLE``."""
+    name = last_name(test) if isinstance(test, (ast.Name, ast.Attribute)) else None
+    return bool(name) and name.startswith("is_") and name.endswith("_available") and name.islower()
+
+
+def _device_side(test: ast.expr) -> bool | None:
+    """Whether a device test holds on Ascend hosts (True: ``IS_NPU_AVAILABLE``, ``device == "npu"``), on the
+    others (False: ``not IS_NPU_AVAILABLE``, ``device != "npu"``, ``IS_CUDA_AVAILABLE``,
+    ``torch.cuda.is_available()``), or None when it is no device test (a conjunction or disjunction is not read)."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _device_side(test.operand)
+        return None if inner is None else not inner
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        op, left, right = test.ops[0], test.left, test.comparators[0]
+        if isinstance(right, ast.Constant) and isinstance(right.value, bool):
+            inner = _device_side(left)
+            if inner is None or not isinstance(op, (ast.Is, ast.Eq, ast.IsNot, ast.NotEq)):
+                return None
+            same = isinstance(op, (ast.Is, ast.Eq)) == right.value
+            return inner if same else not inner
+        words = [str_value(left), str_value(right)]
+        if isinstance(op, (ast.Eq, ast.NotEq)) and any(w in ("npu", "cuda") for w in words):
+            on_npu = "npu" in words
+            return on_npu if isinstance(op, ast.Eq) else not on_npu
+        return None
+    if _npu_test(test):
+        return True
+    node = test.func if isinstance(test, ast.Call) else test
+    name = (dotted_name(node) or "").lower()
+    if "cuda" in name and "available" in name:
+        return False
+    return None
+
+
+def _importers(files: tuple[str, ...], module: str) -> tuple[bool, bool]:
+    """(eager, on demand): whether some module of the tree imports ``module`` when it loads (top level, not under
+    a host/backend test or a ``try``: ``from ..utils.helper import x``, ``from veomni.utils import helper``), and
+    whether some imports it otherwise (inside a function, under a test or a ``try``). Only the files whose text
+    names the module's last component are parsed."""
+    last = module.rsplit(".", 1)[-1]
+    eager = lazy = False
+    for file in files:
+        if not file.endswith(".py"):
+            continue
+        parsed = load_file(file)
+        if parsed is None or last not in parsed.text:
+            continue
+        tree = parsed.tree
+        if tree is None:
+            continue
+        importer, is_package = module_of(file)
+        if importer == module:
+            continue
+        top = {id(stmt) for stmt in _top_imports(tree.body)}
+        for stmt in nodes_of(tree, ast.Import, ast.ImportFrom):
+            if isinstance(stmt, ast.Import):
+                hit = any(a.name == module for a in stmt.names)
+            else:
+                assert isinstance(stmt, ast.ImportFrom)
+                base = (
+                    absolute_module(importer, is_package, stmt.level, stmt.module)
+                    if stmt.level
+                    else stmt.module
+                )
+                hit = base == module or bool(base and any(f"{base}.{a.name}" == module for a in stmt.names))
+            if hit and id(stmt) in top:
+                eager = True
+            elif hit:
+                lazy = True
+        if eager:
+            break
+    return eager, lazy
+
+
 def _package_loader(path: str, module: str) -> str | None:
     """The enclosing package whose ``__init__`` (nearest first, up to the top package) that imports ``module`` at its
     top, unguarded (``from .moe_layer import x``, ``from .full import npu``, ``from . import moe_layer``)."""
@@ -147,7 +240,8 @@ class GpuImportOnNpuPath(Rule):
         "A registration module imports GPU-only kernel code when it loads (a GPU vendor package, or a tree "
         "module that imports one at its top), or code that runs only on Ascend (an NPU spec or generated file, "
         "an NPU kernel module, an NPU branch, an NPU row's factory) imports GPU-only kernel code; or a module its "
-        "package's `__init__` loads on every host imports `torch_npu` or GPU kernel code when it loads."
+        "package's `__init__` loads on every host (or any module named for no device) imports `torch_npu` or GPU "
+        "kernel code when it loads."
     )
     why = (
         "Registration modules (`KernelSpec`, `register_op`, `OpSpec` tables and the kernel packages' "
@@ -177,7 +271,16 @@ class GpuImportOnNpuPath(Rule):
         "A package the tree treats as optional (`veomni/optional.py`: the file guards its import with `try: ... "
         "except ImportError` or an availability test, or, for a registration module, every other module imports "
         "it lazily; no other module imports it when it loads and the pyproject does not require it) imported "
-        "again at the top of the module makes that module fail to import wherever the package is missing."
+        "again at the top of the module makes that module fail to import wherever the package is missing; so "
+        "does a top-level import of a package the same file also imports lazily (inside a function) when the "
+        "pyproject lists it only as an optional extra (`torchcodec`, `librosa`) or the rest of the tree imports it "
+        "only lazily. "
+        "Any module named for no device (`veomni/utils/helper.py`, a data collator, a trainer, a package "
+        "`__init__`) is device-neutral: importing `torch_npu` when it loads, unguarded, breaks every GPU or CPU "
+        "host that imports it, unless the tree imports that module only on demand (inside a function, under a "
+        "device or availability test). An NPU vendor package imported on the other side of a device test (`if "
+        'not IS_NPU_AVAILABLE:`, `device != "npu"`, a CUDA test, the `else` of `if IS_NPU_AVAILABLE:`), in any '
+        "module, runs exactly on the hosts that lack it."
     )
     bad = (
         Example(
@@ -268,6 +371,18 @@ class GpuImportOnNpuPath(Rule):
             path="veomni/optim/newton.py",
             title="an optional package the file guards, also imported when the module loads",
         ),
+        Example(
+            """
+            import torch
+            import torch_npu
+
+
+            def get_profiler(enabled: bool):
+                return torch_npu.profiler.profile() if enabled else None
+            """,
+            path="veomni/utils/toy_helper.py",
+            title="torch_npu imported when a device-neutral module loads",
+        ),
     )
     good = (
         Example(
@@ -346,6 +461,9 @@ class GpuImportOnNpuPath(Rule):
     def finish(self) -> None:
         path = self.ctx.source.path
         norm = "/" + path.replace("\\", "/").lstrip("/")
+        self._hoisted: set[int] = set()
+        if "/veomni/" in norm and ("npu" in self.ctx.source.text or "_available" in self.ctx.source.text):
+            self._npu_import_off_npu()
         if npu_file(Path(path)):
             self._npu_code()
             return
@@ -353,7 +471,6 @@ class GpuImportOnNpuPath(Rule):
         registry = any(m in text for m in MARKERS) or (
             norm.endswith("/__init__.py") and ("/veomni/ops/kernels/" in norm or "/veomni/kernels/" in norm)
         )
-        self._hoisted: set[int] = set()
         if registry:
             self._registry()
         elif "/veomni/" in norm and not norm.endswith("/__init__.py"):
@@ -505,9 +622,15 @@ class GpuImportOnNpuPath(Rule):
         if not module.startswith("veomni"):
             return
         if is_package:
-            return  # a package's own ``__init__``: loaded only when the package is (registration ones: ``_registry``)
+            # a package's own ``__init__``: loaded whenever the package is (GPU packages of registration ones:
+            # ``_registry``)
+            self._npu_vendor_on_every_host(module)
+            return
         package = _package_loader(path, module)
-        if package is None or _npu_named(package) or name_backend(package.rsplit(".", 1)[-1]) == CUDA:
+        if package is None:
+            self._npu_vendor_on_every_host(module)
+            return
+        if _npu_named(package) or name_backend(package.rsplit(".", 1)[-1]) == CUDA:
             return  # a package named for a device is loaded only on that device's path
         loader = f"`{package.replace('.', '/')}/__init__.py`"
         for stmt in _top_imports(self.ctx.tree.body):
@@ -564,6 +687,106 @@ class GpuImportOnNpuPath(Rule):
                 )
                 break
 
+    def _npu_import_off_npu(self) -> None:
+        """An NPU vendor package imported in the branch of a device test that runs on every host but Ascend:
+        under ``if not IS_NPU_AVAILABLE:`` (``not is_torch_npu_available()``, ``device != "npu"``), under a CUDA
+        test (``if IS_CUDA_AVAILABLE:``, ``torch.cuda.is_available()``), or in the ``else`` of ``if
+        IS_NPU_AVAILABLE:``: the import runs exactly where the package does not exist. The nearest device test
+        around the import decides."""
+        # id(import) -> (the test, whether the branch runs on NPU)
+        branch: dict[int, tuple[ast.If, bool]] = {}
+        for node in nodes_of(self.ctx.tree, ast.If):
+            assert isinstance(node, ast.If)
+            if _uncalled_probe(node.test):
+                self._probe_not_called(node)
+                continue
+            side = _device_side(node.test)
+            if side is None:
+                continue
+            for part, on_npu in ((node.body, side), (node.orelse, not side)):
+                for stmt in part:
+                    for sub in nodes_of(stmt, ast.Import, ast.ImportFrom):
+                        branch[id(sub)] = (node, on_npu)
+        if not branch:
+            return
+        for stmt in nodes_of(self.ctx.tree, ast.Import, ast.ImportFrom):
+            hit = branch.get(id(stmt))
+            if hit is None or hit[1] or (isinstance(stmt, ast.ImportFrom) and stmt.level):
+                continue
+            names = [a.name for a in stmt.names] if isinstance(stmt, ast.Import) else [stmt.module or ""]  # type: ignore[union-attr]
+            top = next(
+                (n.split(".", 1)[0] for n in names if VENDOR_PACKAGES.get(n.split(".", 1)[0]) == NPU_VENDOR),
+                None,
+            )
+            if top is None:
+                continue
+            self._hoisted.add(id(stmt))
+            self.report(
+                stmt,
+                f"`{top}` is imported in the branch of `if {ast.unparse(hit[0].test)}:` (line {hit[0].lineno}) that "
+                f"runs on every host but Ascend: `{top}` exists only on Ascend hosts, so the import fails exactly "
+                "where it runs and never runs where the package is; import it under the NPU side of the test",
+            )
+
+    def _probe_not_called(self, node: ast.If) -> None:
+        """``if is_torch_npu_available:`` (the function, not its result) is always true: a vendor package imported
+        under it is imported on every host."""
+        for stmt in node.body:
+            for sub in nodes_of(stmt, ast.Import, ast.ImportFrom):
+                if isinstance(sub, ast.ImportFrom) and sub.level:
+                    continue
+                names = [a.name for a in sub.names] if isinstance(sub, ast.Import) else [sub.module or ""]  # type: ignore[union-attr]
+                tops = [n.split(".", 1)[0] for n in names]
+                top = next((t for t in tops if VENDOR_PACKAGES.get(t) and t != "triton"), None)
+                if top is None:
+                    continue
+                self._hoisted.add(id(sub))
+                self.report(
+                    sub,
+                    f"`if {ast.unparse(node.test)}:` (line {node.lineno}) tests the function, not its result: a "
+                    f"function is always true, so `{top}` is imported on every host, including those that lack it; "
+                    f"call it (`{ast.unparse(node.test)}()`)",
+                )
+
+    def _npu_vendor_on_every_host(self, module: str) -> None:
+        """A module named for no device (``veomni.utils.helper``, ``veomni.data.collator``, a trainer) that imports
+        an NPU vendor package (``torch_npu``) when it loads, unguarded: every GPU or CPU host that imports the
+        module fails. Left alone: a module named for a device, and one the tree imports only on demand (inside a
+        function, under a device or availability test), which runs on the selected device only."""
+        if _npu_named(module) or any(name_backend(part) == CUDA for part in module.split(".")):
+            return
+        if self.ctx.source.kind.model_code and in_model_scope(self.ctx):
+            return  # model code: every vendor import there is NPU301's
+        hits = []
+        for stmt in _top_imports(self.ctx.tree.body):
+            if id(stmt) in self._hoisted or (isinstance(stmt, ast.ImportFrom) and stmt.level):
+                continue
+            names = [a.name for a in stmt.names] if isinstance(stmt, ast.Import) else [stmt.module or ""]
+            top = next(
+                (n.split(".", 1)[0] for n in names if VENDOR_PACKAGES.get(n.split(".", 1)[0]) == NPU_VENDOR),
+                None,
+            )
+            if top is not None:
+                hits.append((stmt, top))
+        if not hits:
+            return
+        project = self.ctx.project
+        if project.root is not None:
+            eager, lazy = project.remember(
+                ("NPU308.importers", module), lambda: _importers(project.tree_files, module)
+            )
+            if lazy and not eager:
+                return  # imported only where a backend or device was chosen
+        for stmt, top in hits:
+            self._hoisted.add(id(stmt))
+            self.report(
+                stmt,
+                f"`{module}` is named for no device and imported on every host, but it imports `{top}` when it "
+                f"loads: `{top}` exists only on Ascend hosts, so importing the module fails on every GPU or CPU "
+                "host; guard it as the tree does (`if IS_NPU_AVAILABLE:`, `if is_torch_npu_available():`) or "
+                "import it inside the function that runs on NPU",
+            )
+
     def _optional_hoisted(self, registry: bool) -> None:
         """A module-level import of a package treated as optional (``veomni.optional``): one this file guards
         elsewhere (under a ``try`` that catches ImportError, or an availability test) and no other module of the
@@ -573,10 +796,13 @@ class GpuImportOnNpuPath(Rule):
         root = self.ctx.project.root
         path = self.ctx.source.path
         guarded: dict[str, int] = {}
+        lazy: dict[str, int] = {}  # imported inside a function or block: optional if the tree says so too
         for stmt, package, how in import_sites(self.ctx.tree):
             if how == GUARDED:
                 guarded.setdefault(package, stmt.lineno)
-        if not guarded and (root is None or not registry):
+            elif how == LAZY:
+                lazy.setdefault(package, stmt.lineno)
+        if not guarded and (root is None or (not registry and not lazy)):
             return
         for stmt in _unguarded_imports(self.ctx.tree.body):
             if id(stmt) in self._hoisted or (isinstance(stmt, ast.ImportFrom) and stmt.level):
@@ -591,6 +817,22 @@ class GpuImportOnNpuPath(Rule):
                     root is None or not loaded_elsewhere(self.ctx.project, package, path)
                 ):
                     where = f"this file guards its import at line {guarded[package]}"
+                elif (
+                    package in lazy
+                    and root is not None
+                    and not loaded_elsewhere(self.ctx.project, package, path)
+                    and (
+                        optional_extra(self.ctx.project, package)
+                        or optional_in_tree(self.ctx.project, package, path)
+                    )
+                ):
+                    extra = optional_extra(self.ctx.project, package)
+                    where = (
+                        f"this file imports it lazily at line {lazy[package]}, and the pyproject lists it only as an "
+                        "optional extra"
+                        if extra
+                        else f"this file imports it lazily at line {lazy[package]}, as does the rest of the tree"
+                    )
                 elif registry and kind is None and root is not None:
                     site = optional_in_tree(self.ctx.project, package, path)
                     if site is None:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import ast
 import copy
+import os
 import re
 
 from npu_lint.core.astutil import dotted_name, int_value, nodes_of, walk
 from npu_lint.rules.base import Context, Example, Rule
+from npu_lint.veomni.npucalls import KernelCall, file_calls, tree_calls
 from npu_lint.veomni.ropelayout import convention, helper_convention, imported_helper
 from npu_lint.veomni.vendor_map import (
     NPU_AUX_OUTPUTS,
@@ -15,6 +17,7 @@ from npu_lint.veomni.vendor_map import (
     NPU_FA_LAYOUT_HEAD_AXIS,
     NPU_FA_SPARSE_MODES,
     NPU_KEYWORD_ROLES,
+    NPU_LIST_RESULTS,
     NPU_POSITIONAL_ROLES,
     NPU_RESULT_WORDS,
     NPU_ROLE_WORDS,
@@ -32,6 +35,39 @@ _KERNELS = frozenset(
         "npu_rotary_mul",
         "npu_fusion_attention",
     }
+)
+# methods of a list or tuple: calling one on a kernel's sequence result is no tensor use
+_SEQUENCE_METHODS = frozenset(
+    {"append", "extend", "insert", "pop", "index", "count", "copy", "clear", "remove"}
+)
+# torch functions whose first argument is a sequence of tensors (or any object): a list result fits them
+_SEQUENCE_FUNCTIONS = frozenset(
+    {
+        "cat",
+        "concat",
+        "concatenate",
+        "stack",
+        "hstack",
+        "vstack",
+        "dstack",
+        "column_stack",
+        "block_diag",
+        "broadcast_tensors",
+        "cartesian_prod",
+        "meshgrid",
+        "atleast_1d",
+        "atleast_2d",
+        "atleast_3d",
+        "is_tensor",
+        "numel",
+        "save",
+        "tensor",
+        "as_tensor",
+    }
+)
+# Ascend kernels whose first argument is one tensor
+_TENSOR_INPUT_KERNELS = frozenset(
+    {"npu_swiglu", "npu_rms_norm", "npu_rotary_mul", "npu_moe_token_unpermute", "npu_fusion_attention"}
 )
 _ELEMENTWISE = frozenset({"float", "to", "contiguous", "half", "bfloat16", "type_as", "view", "reshape"})
 
@@ -237,11 +273,18 @@ def _pair_layout(call: ast.Call) -> str | None:
     return None
 
 
+def _names(node: ast.AST, name: str) -> bool:
+    """Whether a ``*name`` or a loop over ``name`` (``for t in name``) takes ``name`` apart."""
+    if isinstance(node, ast.Starred):
+        return isinstance(node.value, ast.Name) and node.value.id == name
+    return isinstance(node, ast.For) and isinstance(node.iter, ast.Name) and node.iter.id == name
+
+
 class NpuKernelCallContract(Rule):
     code = "NPU309"
     name = "npu-kernel-call-contract"
     summary = (
-        "A call of an Ascend kernel breaks its contract: a tuple result used as a tensor, arguments in each "
+        "A call of an Ascend kernel breaks its contract: a tuple or list result used as a tensor, arguments in each "
         "other's place, a layout or mode the kernel does not have, a head count read from the wrong axis, a "
         "dropout rate as keep probability, an inverted attention mask or scale."
     )
@@ -262,7 +305,11 @@ class NpuKernelCallContract(Rule):
         "a concatenation handing it the gate second (`torch.cat([x, gate], -1)`) activates the wrong operand; "
         "`npu_rotary_mul` multiplies tensors of one rank, so a wrapper that unsqueezes a cos/sin table (which has "
         "no head axis) must add one axis more to it than to the tensor it rotates; `npu_grouped_matmul`'s "
-        "`group_list_type` is 0 for a cumulative group list and 1 for per-group counts. Each mistake either fails "
+        "`group_list_type` is 0 for a cumulative group list and 1 for per-group counts, and it returns a list of "
+        "tensors (one per group or split) that its callers index (`[0]`): returned whole from an autograd "
+        "Function's `forward` or `backward`, or used as a tensor, it breaks the layer. A kernel outside this table "
+        "counts as returning a list or tuple when the tree's own other calls of it (two or more) all subscript or "
+        "unpack its result. Each mistake either fails "
         "on the first Ascend step or, worse, runs and trains on wrong numbers while the GPU path is right. "
         "Arguments are judged by their spelling (a `sin` table in the `cos` slot, an `eps` in the weight slot) "
         "and by local data flow; calls that cannot be judged are left alone."
@@ -289,6 +336,21 @@ class NpuKernelCallContract(Rule):
             """,
             path="veomni/ops/kernels/toy_rope/npu.py",
             title="sin and cos in each other's place",
+        ),
+        Example(
+            """
+            import torch
+            import torch_npu
+
+
+            class ToyGmm(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, weight, counts):
+                    out = torch_npu.npu_grouped_matmul([x], [weight], group_list=counts, split_item=2)
+                    return out
+            """,
+            path="veomni/ops/kernels/toy_moe/npu_gmm.py",
+            title="an autograd Function returning the grouped matmul's list",
         ),
         Example(
             """
@@ -360,6 +422,11 @@ class NpuKernelCallContract(Rule):
     def applies_to(cls, ctx: Context) -> bool:
         return not ctx.source.kind.test
 
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        self._own: dict[int, tuple[str, KernelCall]] | None = None
+        self._tree: dict[str, tuple[KernelCall, ...]] | None = None
+
     def _kernel(self, call: ast.Call) -> str | None:
         func = call.func
         if not isinstance(func, (ast.Name, ast.Attribute)):
@@ -377,11 +444,16 @@ class NpuKernelCallContract(Rule):
     def visit(self, node: ast.AST) -> None:
         assert isinstance(node, ast.Call)
         kernel = self._kernel(node)
+        if kernel is None or kernel not in NPU_TUPLE_RESULTS:
+            learned = self._learned_sequence(node)
+            if learned is not None and learned[0] not in NPU_TUPLE_RESULTS:
+                evidence = f" (the tree's {learned[1]} other calls of it all subscript or unpack it)"
+                self._tuple_result(node, learned[0], evidence, listed=True)
         if kernel is None:
             self._other_rotary(node)
             return
-        if kernel in NPU_TUPLE_RESULTS and kernel != "npu_grouped_matmul":
-            self._tuple_result(node, kernel)
+        if kernel in NPU_TUPLE_RESULTS:
+            self._tuple_result(node, kernel, listed=kernel in NPU_LIST_RESULTS)
         if kernel in NPU_AUX_OUTPUTS:
             self._aux_output(node, kernel)
         if kernel == "npu_moe_token_permute":
@@ -654,23 +726,55 @@ class NpuKernelCallContract(Rule):
         return None
 
     # -- tuple results ------------------------------------------------------------------------------------
-    def _tuple_result(self, call: ast.Call, kernel: str) -> None:
+    def _learned_sequence(self, call: ast.Call) -> tuple[str, int] | None:
+        """(kernel, count) when ``call`` is a ``torch_npu`` kernel that the tree's other calls (at least two, each
+        counted once across a spec and its generated copy) all take apart: subscript or unpack. The tree's own
+        habit says the kernel returns a list or tuple; None otherwise."""
+        if self._own is None:
+            path = os.path.realpath(self.ctx.source.path)
+            self._own = file_calls(self.ctx.tree, path)
+            self._tree = tree_calls(self.ctx.project) if self._own else {}
+        hit = self._own.get(id(call))
+        if hit is None:
+            return None
+        kernel, me = hit
+        assert self._tree is not None
+        others = [c for k, c in self._own.values() if k == kernel and c is not me]
+        others += [c for c in self._tree.get(kernel, ()) if c.path != me.path]
+        seen = {(os.path.splitext(os.path.basename(c.path))[0], c.texts, c.result) for c in others}
+        if len(seen) < 2 or any(not result for _stem, _texts, result in seen):
+            return None
+        return kernel, len(seen)
+
+    def _tuple_result(self, call: ast.Call, kernel: str, evidence: str = "", listed: bool = False) -> None:
+        """The result of a kernel that returns a tuple (``npu_rms_norm``'s ``(y, rstd)``) or a list of tensors
+        (``npu_grouped_matmul``) used as one tensor: returned from a ``forward`` / ``backward`` (a module's, an
+        autograd Function's), a tensor method or arithmetic on it, or a local bound to it and used so without
+        ever being subscripted or unpacked. ``listed``: a list result, which a plain wrapper may hand on to
+        callers that index it, so returning it counts only from a ``forward`` / ``backward``."""
+        parents = self.ctx.parents
         parent = self.ctx.parent
         function = self.ctx.function
-        if isinstance(parent, ast.Return) and function is not None and "forward" in function.name:
+        stage = function is not None and any(w in function.name for w in ("forward", "backward"))
+        if isinstance(parent, ast.Tuple) and len(parents) > 1 and isinstance(parents[-2], ast.Return):
+            parent = parents[-2]  # ``return npu_x(...), None`` from a backward
+        if isinstance(parent, ast.Return) and stage:
             # a module's forward hands the tuple on as its output; a raw wrapper may leave `[0]` to its caller
-            self._report_tuple(call, kernel, "")
+            self._report_tuple(call, kernel, "", evidence, listed)
             return
-        if isinstance(parent, ast.Attribute) and parent.value is call:
-            self._report_tuple(call, kernel, "")
+        if (
+            isinstance(parent, ast.Attribute)
+            and parent.value is call
+            and parent.attr not in _SEQUENCE_METHODS
+        ):
+            self._report_tuple(call, kernel, "", evidence, listed)
             return
-        if isinstance(parent, ast.BinOp):
-            self._report_tuple(call, kernel, "")
+        if isinstance(parent, ast.BinOp) or self._tensor_input(parent, call):
+            self._report_tuple(call, kernel, "", evidence, listed)
             return
         if not (isinstance(parent, ast.Assign) and len(parent.targets) == 1):
             return
         target = parent.targets[0]
-        function = self.ctx.function
         if not isinstance(target, ast.Name) or function is None:
             return
         uses = []
@@ -685,8 +789,8 @@ class NpuKernelCallContract(Rule):
             if isinstance(sub, ast.Assign) and isinstance(sub.value, ast.Name) and sub.value.id == target.id:
                 if isinstance(sub.targets[0], ast.Tuple):
                     unpacked = True
-            if isinstance(sub, ast.Starred) and isinstance(sub.value, ast.Name) and sub.value.id == target.id:
-                unpacked = True
+            if isinstance(sub, (ast.Starred, ast.For)) and _names(sub, target.id):
+                unpacked = True  # ``*out``, ``for t in out``
             if isinstance(sub, ast.Name) and sub.id == target.id and isinstance(sub.ctx, ast.Load):
                 uses.append(sub)
         if unpacked or not uses:
@@ -697,22 +801,59 @@ class NpuKernelCallContract(Rule):
                 isinstance(sub, ast.Attribute)
                 and isinstance(sub.value, ast.Name)
                 and sub.value.id == target.id
+                and sub.attr not in _SEQUENCE_METHODS
             ):
                 tensor_like = True
             if isinstance(sub, ast.BinOp) and any(
                 isinstance(s, ast.Name) and s.id == target.id for s in (sub.left, sub.right)
             ):
                 tensor_like = True
-            if isinstance(sub, ast.Return) and isinstance(sub.value, ast.Name) and sub.value.id == target.id:
+            if (
+                isinstance(sub, ast.Call)
+                and sub.args
+                and isinstance(sub.args[0], ast.Name)
+                and sub.args[0].id == target.id
+                and self._tensor_input(sub, sub.args[0])
+            ):
                 tensor_like = True
+            if isinstance(sub, ast.Return) and (not listed or stage) and sub.value is not None:
+                returned = sub.value.elts if isinstance(sub.value, ast.Tuple) and stage else [sub.value]
+                if any(isinstance(r, ast.Name) and r.id == target.id for r in returned):
+                    tensor_like = True
         if tensor_like:
-            self._report_tuple(call, kernel, f" (through `{target.id}`)")
+            self._report_tuple(call, kernel, f" (through `{target.id}`)", evidence, listed)
 
-    def _report_tuple(self, call: ast.Call, kernel: str, through: str) -> None:
+    def _tensor_input(self, parent: ast.AST | None, value: ast.expr) -> bool:
+        """Whether ``value`` is the first argument of a call that wants one tensor there: a ``torch`` /
+        ``torch.nn.functional`` function other than those taking a sequence (``cat``, ``stack``...), or an Ascend
+        kernel whose input is a tensor (``npu_swiglu``, ``npu_rms_norm``; not ``npu_grouped_matmul``'s lists)."""
+        if not (isinstance(parent, ast.Call) and parent.args and parent.args[0] is value):
+            return False
+        func = parent.func
+        kernel = self._kernel(parent) if isinstance(func, (ast.Name, ast.Attribute)) else None
+        if kernel is not None:
+            return kernel in _TENSOR_INPUT_KERNELS
+        if not isinstance(func, ast.Attribute):
+            return False
+        owner = dotted_name(func.value) or ""
+        head, _, rest = owner.partition(".")
+        module = self.ctx.imports.get(head, head) + (f".{rest}" if rest else "")
+        if module not in ("torch", "torch.nn.functional"):
+            return False
+        return func.attr not in _SEQUENCE_FUNCTIONS
+
+    def _report_tuple(
+        self, call: ast.Call, kernel: str, through: str, evidence: str = "", listed: bool = False
+    ) -> None:
+        what = (
+            "a list of tensors (one per group or split), not a tensor"
+            if listed
+            else "a tuple whose first element is the output"
+        )
         self.report(
             call,
-            f"`{kernel}` returns a tuple whose first element is the output, and the result is used as a tensor"
-            f"{through}: take `[0]` (or unpack it)",
+            f"`{kernel}` returns {what}{evidence}, and the result is used as a tensor{through}: take `[0]` (or "
+            "unpack it)",
         )
 
     # -- auxiliary outputs taken as the result -----------------------------------------------------------------
