@@ -83,3 +83,26 @@ def lint_in_tree(root: Path, rel: str, codes: Sequence[str]) -> list[Diagnostic]
     path = root / rel
     project = load_project([str(path)])
     return lint_source(SourceFile.from_text(str(path), path.read_text()), list(codes), Settings(), project)
+
+
+# The head of a video-language spec's forward with a dummy pass on text-only ranks (GLM-4V shape): the tests of
+# NPU703 append the side output's hand-off, each their own way.
+GLM4V_VIDEO_HEAD = """
+from veomni.distributed.parallel_state import get_parallel_state
+from veomni.patchgen.patch_spec import PatchConfig
+
+config = PatchConfig(source_module="transformers.models.glm4v.modeling_glm4v", target_file="x.py")
+
+
+@config.override_method("Glm4vModel.forward")
+def glm4v_model_forward(self, input_ids=None, pixel_values_videos=None, video_grid_thw=None, **kwargs):
+    embeds = self.get_input_embeddings()(input_ids)
+    placeholder_feats = None
+    if pixel_values_videos is not None:
+        clip = self.visual(pixel_values_videos, grid_thw=video_grid_thw)
+        embeds = embeds.masked_scatter(input_ids == self.config.video_token_id, clip.pooler_output)
+        stack_feats = clip.multiscale_features
+    elif get_parallel_state().fsdp_enabled:
+        ghost = self.visual.dummy_forward()
+        embeds = embeds + ghost.pooler_output.mean() * 0.0
+"""

@@ -10,7 +10,7 @@ import ast
 
 import pytest
 
-from tests.rules.snippets import lint_snippet
+from tests.rules.snippets import GLM4V_VIDEO_HEAD, lint_snippet
 
 
 def _lines(path: str, text: str) -> list[int]:
@@ -58,25 +58,9 @@ class Qwen2AudioForConditionalGeneration(Qwen2AudioPreTrainedModel):
 
 # A spec of a video-language model, module-level patch function, with other names for the side output.
 _VIDEO_SPEC = "veomni/models/transformers/glm4v/glm4v_gpu_patch_gen_config.py"
-_VIDEO = """
-from veomni.distributed.parallel_state import get_parallel_state
-from veomni.patchgen.patch_spec import PatchConfig
-
-config = PatchConfig(source_module="transformers.models.glm4v.modeling_glm4v", target_file="x.py")
-
-
-@config.override_method("Glm4vModel.forward")
-def glm4v_model_forward(self, input_ids=None, pixel_values_videos=None, video_grid_thw=None, **kwargs):
-    embeds = self.get_input_embeddings()(input_ids)
-    placeholder_feats = None
-    if pixel_values_videos is not None:
-        clip = self.visual(pixel_values_videos, grid_thw=video_grid_thw)
-        embeds = embeds.masked_scatter(input_ids == self.config.video_token_id, clip.pooler_output)
-        stack_feats = clip.multiscale_features
-    elif get_parallel_state().fsdp_enabled:
-        ghost = self.visual.dummy_forward()
-        embeds = embeds + ghost.pooler_output.mean() * 0.0
-        placeholder_feats = ghost.multiscale_features
+_VIDEO = (
+    GLM4V_VIDEO_HEAD
+    + """        placeholder_feats = ghost.multiscale_features
 {middle}
     if pixel_values_videos is not None:
         routed = stack_feats
@@ -85,6 +69,7 @@ def glm4v_model_forward(self, input_ids=None, pixel_values_videos=None, video_gr
 {after}
     return self.language_model(inputs_embeds=embeds, multiscale=routed, **kwargs)
 """
+)
 
 
 def _video(text_only: str, middle: str = "", after: str = "") -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from npu_lint.rules.base import PROJECT_REGISTRY, load_rule_modules
-from tests.rules.snippets import lint_snippet, write_file
+from tests.rules.snippets import GLM4V_VIDEO_HEAD, lint_snippet, write_file
 
 load_rule_modules()
 
@@ -712,31 +712,16 @@ def test_npu732_still_reports_when_the_sibling_registers_another_type(tmp_path: 
 # --- NPU703: a rebinding in an `except` handler or a loop body does not always run ---------------------------
 
 GLM4V = "veomni/models/transformers/glm4v/glm4v_gpu_patch_gen_config.py"
-GLM4V_FORWARD = """
-from veomni.distributed.parallel_state import get_parallel_state
-from veomni.patchgen.patch_spec import PatchConfig
-
-config = PatchConfig(source_module="transformers.models.glm4v.modeling_glm4v", target_file="x.py")
-
-
-@config.override_method("Glm4vModel.forward")
-def glm4v_model_forward(self, input_ids=None, pixel_values_videos=None, video_grid_thw=None, **kwargs):
-    embeds = self.get_input_embeddings()(input_ids)
-    placeholder_feats = None
-    if pixel_values_videos is not None:
-        clip = self.visual(pixel_values_videos, grid_thw=video_grid_thw)
-        embeds = embeds.masked_scatter(input_ids == self.config.video_token_id, clip.pooler_output)
-        stack_feats = clip.multiscale_features
-    elif get_parallel_state().fsdp_enabled:
-        ghost = self.visual.dummy_forward()
-        embeds = embeds + ghost.pooler_output.mean() * 0.0
-{hold}
+GLM4V_FORWARD = (
+    GLM4V_VIDEO_HEAD
+    + """{hold}
     if pixel_values_videos is not None:
         routed = stack_feats
     else:
         routed = placeholder_feats
     return self.language_model(inputs_embeds=embeds, multiscale=routed, **kwargs)
 """
+)
 
 REBIND_QUIET = {
     "except_handler": (
