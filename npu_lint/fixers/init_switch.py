@@ -24,10 +24,8 @@ import ast
 import re
 
 from npu_lint.core.diagnostics import Edit
-from npu_lint.veomni.registration import (
-    FLAG,
-    StaticImport,
-)
+from npu_lint.veomni.registration import StaticImport
+from npu_lint.veomni.selection import FLAG
 
 
 def _line_start(text: str, line_starts: list[int], line: int) -> int:

@@ -11,18 +11,7 @@ from dataclasses import dataclass
 from npu_lint.core.astutil import dotted_name, last_name, walk
 from npu_lint.core.safeio import MAX_SMALL_BYTES, read_text
 from npu_lint.veomni import patchgen
-from npu_lint.veomni.selection import FLAG as FLAG
-from npu_lint.veomni.selection import HOSTS as HOSTS
-from npu_lint.veomni.selection import DeviceChoice
-from npu_lint.veomni.selection import Reached as Reached
-from npu_lint.veomni.selection import cuda_probe as cuda_probe
-from npu_lint.veomni.selection import device_module_ref as device_module_ref
-from npu_lint.veomni.selection import device_probe as device_probe
-from npu_lint.veomni.selection import device_reach as device_reach
-from npu_lint.veomni.selection import host_holds as host_holds
-from npu_lint.veomni.selection import mentions_device as mentions_device
-from npu_lint.veomni.selection import probe_names as probe_names
-from npu_lint.veomni.selection import static_false as static_false
+from npu_lint.veomni.selection import FLAG, DeviceChoice, device_module_ref
 
 DEVICE_MODULE = "veomni.utils.device"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from npu_lint.veomni.registration import cuda_probe, device_probe
+from npu_lint.veomni.selection import cuda_probe, device_probe
 from tests.rules.snippets import lint_snippet
 from tests.rules.test_npu732_vlm_model_types import GENERATED_TOY_OMNI, _findings
 

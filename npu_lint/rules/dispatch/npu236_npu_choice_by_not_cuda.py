@@ -7,8 +7,8 @@ import re
 
 from npu_lint.core.astutil import following_statements, walk
 from npu_lint.rules.base import Context, Example, Rule
-from npu_lint.veomni.registration import branch_device_kinds, cuda_probe, device_probe
-from npu_lint.veomni.selection import DeviceChoice
+from npu_lint.veomni.registration import branch_device_kinds
+from npu_lint.veomni.selection import DeviceChoice, cuda_probe, device_probe
 
 _MODULE_PATH = re.compile(r"^\.*[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$|^\w+_\w+$")
 _GPU_WORDS = frozenset({"gpu", "cuda", "triton", "liger", "nccl"})

@@ -8,7 +8,8 @@ import re
 from npu_lint.core.astutil import dotted_name, walk
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni.backends import ANY, name_backend
-from npu_lint.veomni.registration import cuda_probe, device_module, device_probe
+from npu_lint.veomni.registration import device_module
+from npu_lint.veomni.selection import cuda_probe, device_probe
 
 # what wiring a model module for use does to it: a patch, an install, a hook, a checkpoint/LoRA converter, a
 # registration. Logging, `hasattr` checks, plain flags (`_supports_flex_attn = False`) are not wiring.

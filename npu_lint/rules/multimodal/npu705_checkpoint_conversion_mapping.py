@@ -8,7 +8,8 @@ from collections.abc import Callable
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.rules.base import Example, Rule
 from npu_lint.rules.multimodal._shared import PatchedMethod, def_span
-from npu_lint.veomni.registration import device_module, device_probe
+from npu_lint.veomni.registration import device_module
+from npu_lint.veomni.selection import device_probe
 from npu_lint.veomni.upstream import patched_methods, super_inits, upstream_class_method, upstream_mro
 
 
