@@ -167,8 +167,16 @@ def unregistered_vlm_types(
     ``<P>ForCausalLM``) against the model types the package registers (with ``init``, the package's
     `__init__.py`: or a sibling package registers as modeling keys)."""
     registered = {t for r in regs for t in r.types}
-    if init is not None:
-        registered |= sibling_modeling_types(init)
+    siblings: set[str] | None = None  # the sibling packages' keys: read only for a type the package lacks
+
+    def unregistered(model_type: str) -> bool:
+        nonlocal siblings
+        if model_type in registered or init is None:
+            return model_type not in registered
+        if siblings is None:
+            siblings = sibling_modeling_types(init)
+        return model_type not in siblings
+
     used = {m for r in regs for m, _, _ in r.imports}
     gpu_modules = sorted(m for m in used if m in by_module and m.endswith("_gpu")) or sorted(
         m for m in used if m in by_module
@@ -201,10 +209,10 @@ def unregistered_vlm_types(
             if text_type is None:
                 mm_types = [mm_type] if mm_type else [t for r in regs if _imports(r, fcg) for t in r.types]
                 text_type = f"{mm_types[0]}_text" if mm_types else None
-        if mm_type is not None and mm_type not in registered:
+        if mm_type is not None and unregistered(mm_type):
             missing.append(f"the multimodal model type `{mm_type}` (`{fcg}`)")
             missing_classes.add(fcg)
-        if text_type is not None and text_type not in registered:
+        if text_type is not None and unregistered(text_type):
             missing.append(f"the text-backbone model type `{text_type}` (`{clm}`)")
             missing_classes.add(clm)
     if not missing:
