@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import ast
 import shutil
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from npu_lint.veomni import patchgen
+from tests.rules.snippets import write_file
 
 TREE = Path(__file__).resolve().parent / "fixtures" / "packaging" / "tree"
 PKG = TREE / "veomni" / "models" / "transformers"
@@ -52,17 +52,10 @@ def test_spec_patches_decorators_calls_name_map_and_manual_decorator() -> None:
     assert len(patchgen.effective_patches(npu)) == 3
 
 
-def _write(root: Path, rel: str, text: str) -> Path:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text).lstrip("\n"))
-    return path
-
-
 def test_deepcopy_and_shared_shapes_inherit_patches(tmp_path: Path) -> None:
     shutil.copytree(TREE / "veomni", tmp_path / "veomni")
     pkg = "veomni/models/transformers/widget"
-    deep = _write(
+    deep = write_file(
         tmp_path,
         f"{pkg}/widget_npu_patch_gen_config.py",
         """
@@ -89,7 +82,7 @@ def test_deepcopy_and_shared_shapes_inherit_patches(tmp_path: Path) -> None:
         ("function_replacement", "rotate_half"),
     }
     assert patches[("function_replacement", "rotate_half")].replacement == "rotate_half_npu"  # own patch wins
-    shared = _write(
+    shared = write_file(
         tmp_path,
         f"{pkg}/widget_npu_patch_gen_config.py",
         """
@@ -227,7 +220,7 @@ def test_origin_of_unpatched_lines_names_the_override() -> None:
 
 
 def test_unparsable_spec_is_not_fatal(tmp_path: Path) -> None:
-    path = _write(
+    path = write_file(
         tmp_path, "veomni/models/transformers/x/x_gpu_patch_gen_config.py", "config = PatchConfig(\n"
     )
     spec = patchgen.parse_spec(str(path))
@@ -235,7 +228,7 @@ def test_unparsable_spec_is_not_fatal(tmp_path: Path) -> None:
 
 
 def test_origin_of_an_external_replacement_import(tmp_path: Path) -> None:
-    spec = _write(
+    spec = write_file(
         tmp_path,
         "veomni/models/transformers/knob/knob_gpu_patch_gen_config.py",
         """
@@ -249,7 +242,7 @@ def test_origin_of_an_external_replacement_import(tmp_path: Path) -> None:
         )
         """,
     )
-    gen = _write(
+    gen = write_file(
         tmp_path,
         "veomni/models/transformers/knob/generated/patched_modeling_knob_gpu.py",
         """

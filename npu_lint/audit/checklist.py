@@ -303,9 +303,10 @@ def build_checklist(facts: AuditFacts) -> list[dict[str, Any]]:
                 package = Path(root).name
                 status, note = (
                     FAIL,
-                    f"the parent package's `__init__.py` does not import `{package}`: its registrations never run "
-                    f"and its model types load the stock transformers classes (add `{package}` to "
-                    "`from . import ...` there)",
+                    f"the parent package's `__init__.py` does not import `{package}`: its registrations never run, "
+                    "so its model types find no VeOmni model (`Unknown Modeling name`, or the stock unpatched "
+                    f"transformers classes under `MODELING_BACKEND=hf`; add `{package}` to `from . import ...` "
+                    "there)",
                 )
             classes = _generated_classes(root, inventory)
             wrappers = sorted(c for c in classes if c.endswith("ForConditionalGeneration"))

@@ -5,14 +5,14 @@ all pass by keyword (``npu_moe_token_unpermute(..., probs=routing_weights)``), t
 positional arguments (``npu_rms_norm_backward(dy, x, gamma, rstd)``) and the positions they all cast to int32
 (``npu_moe_token_permute(x, indices.to(torch.int32))``). ``file_calls(tree)`` reads one module;
 ``tree_calls(project)`` reads every module of the tree that imports ``torch_npu`` (the project's import sites),
-once per set of file stamps. Each call also records how its result is consumed (``result``: indexed, unpacked),
-so the kernels the tree always takes apart (a list or tuple result, NPU309) are learned from the tree too.
+once per project and set of file stamps (kept in the project's bounded memo, gone with the project). Each call
+also records how its result is consumed (``result``: indexed, unpacked), so the kernels the tree always takes
+apart (a list or tuple result, NPU309) are learned from the tree too.
 """
 
 from __future__ import annotations
 
 import ast
-import functools
 import os
 import re
 from dataclasses import dataclass
@@ -217,10 +217,10 @@ def tree_calls(project: Project) -> dict[str, tuple[KernelCall, ...]]:
         except OSError:
             continue
         stamps.append((path, st.st_mtime_ns, st.st_size))
-    return _tree_calls(tuple(sorted(set(stamps))))
+    key = tuple(sorted(set(stamps)))
+    return project.remember(("npucalls.tree_calls", key), lambda: _tree_calls(key))
 
 
-@functools.lru_cache(maxsize=8)
 def _tree_calls(stamps: tuple[tuple[str, int, int], ...]) -> dict[str, tuple[KernelCall, ...]]:
     found: dict[str, list[KernelCall]] = {}
     for path, _, _ in stamps:

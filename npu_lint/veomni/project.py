@@ -104,8 +104,9 @@ class Project:
     tree_files: tuple[str, ...] = ()
     # what the rules and helpers derive from the tree's files once per project (`remember`): NPU323's import
     # requirements and closures, the operators the tree defines (NPU320, NPU323), NPU308's on-demand imports,
-    # NPU234's top-level imports. Owned by this index, so it dies with it: a run's one project, or the language
-    # server's until a file it depends on changes (the server then builds a new one); bounded
+    # NPU234's top-level imports, NPU309/NPU311's kernel calls, NPU732's sibling registrations. Owned by this
+    # index, so it dies with it: a run's one project, or the language server's until a file it depends on changes
+    # (the server then builds a new one); bounded
     memo: Bounded[Hashable, object] = field(
         default_factory=lambda: Bounded(512), init=False, compare=False, repr=False
     )

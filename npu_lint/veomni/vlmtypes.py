@@ -20,10 +20,14 @@ import ast
 import os
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from npu_lint.core.astutil import last_name, transformers_dir
 from npu_lint.veomni import patchgen
 from npu_lint.veomni.registration import explicit_registrations, registered_types
+
+if TYPE_CHECKING:
+    from npu_lint.veomni.project import Project
 
 _CLASS = re.compile(r"^class\s+(\w+)\s*[(:]", re.MULTILINE)
 _CONFIG_ATTR = re.compile(
@@ -161,7 +165,10 @@ class TypeGap:
 
 
 def unregistered_vlm_types(
-    regs: list[Registration], by_module: dict[str, str], init: str | None = None
+    regs: list[Registration],
+    by_module: dict[str, str],
+    init: str | None = None,
+    project: Project | None = None,
 ) -> TypeGap | None:
     """The multimodal / text-backbone pair of a VLM's generated module (``<P>ForConditionalGeneration`` and
     ``<P>ForCausalLM``) against the model types the package registers (with ``init``, the package's
@@ -174,7 +181,7 @@ def unregistered_vlm_types(
         if model_type in registered or init is None:
             return model_type not in registered
         if siblings is None:
-            siblings = sibling_modeling_types(init)
+            siblings = sibling_modeling_types(init, project)
         return model_type not in siblings
 
     used = {m for r in regs for m, _, _ in r.imports}
@@ -408,16 +415,50 @@ def text_subconfig(config_file: str, config_class: str) -> tuple[str, str] | Non
     return text_cls, model_type.value
 
 
-def _keys_named(path: str, model_type: str) -> bool:
-    parsed = patchgen.load_file(path)
-    return (
-        parsed is not None
-        and "REGISTRY" in parsed.text
-        and (f'"{model_type}"' in parsed.text or f"'{model_type}'" in parsed.text)
-    )
+@dataclass(frozen=True)
+class PackageKeys:
+    """What one model package's ``__init__.py`` says about registration: its text (for a key named in any
+    registry, modeling or config) and the model types it registers as modeling keys."""
+
+    text: str
+    modeling: frozenset[str]
 
 
-def resolved_in_tree(init: str, tree: ast.Module, model_type: str) -> bool:
+def _package_keys(parent: str) -> dict[str, PackageKeys]:
+    """Each package directory under ``parent`` whose ``__init__.py`` mentions a registry -> its keys."""
+    try:
+        names = sorted(os.listdir(parent))
+    except OSError:
+        return {}
+    out: dict[str, PackageKeys] = {}
+    for name in names:
+        package = os.path.join(parent, name)
+        init = os.path.join(package, "__init__.py")
+        if not os.path.isfile(init):
+            continue
+        parsed = patchgen.load_file(init)
+        if parsed is None or "REGISTRY" not in parsed.text:
+            continue
+        modeling = (
+            frozenset(t for r in _registrations(parsed.tree) for t in r.types) if parsed.tree else frozenset()
+        )
+        out[package] = PackageKeys(parsed.text, modeling)
+    return out
+
+
+def sibling_packages(project: Project | None, init: str) -> list[PackageKeys]:
+    """The registration keys of the packages beside ``init``'s package (not its own), read once per project
+    (the project's memo dies when a registration file changes) and only when a rule asks."""
+    package = os.path.dirname(os.path.abspath(init))
+    parent = os.path.dirname(package)
+    if project is None:
+        table = _package_keys(parent)
+    else:
+        table = project.remember(("vlmtypes.package_keys", parent), lambda: _package_keys(parent))
+    return [keys for other, keys in table.items() if other != package]
+
+
+def resolved_in_tree(init: str, tree: ast.Module, model_type: str, project: Project | None = None) -> bool:
     """Whether a checkpoint of ``model_type`` resolves through VeOmni's registries: the package registers it
     (modeling or config registry), or a sibling package's `__init__.py` names it as a key."""
     if model_type in {t for r in _registrations(tree) for t in r.types}:
@@ -428,38 +469,14 @@ def resolved_in_tree(init: str, tree: ast.Module, model_type: str) -> bool:
             stmt, explicit, CONFIG_REGISTRY
         ):
             return True
-    package = os.path.dirname(os.path.abspath(init))
-    parent = os.path.dirname(package)
-    try:
-        siblings = sorted(os.listdir(parent))
-    except OSError:
-        return False
-    for name in siblings:
-        other = os.path.join(parent, name, "__init__.py")
-        if os.path.join(parent, name) != package and os.path.isfile(other) and _keys_named(other, model_type):
-            return True
-    return False
+    quoted = (f'"{model_type}"', f"'{model_type}'")
+    return any(q in keys.text for keys in sibling_packages(project, init) for q in quoted)
 
 
-def sibling_modeling_types(init: str) -> set[str]:
+def sibling_modeling_types(init: str, project: Project | None = None) -> set[str]:
     """The model types the sibling packages of ``init``'s package register as modeling keys (a package that
     registers the multimodal type of another package's generated module)."""
-    package = os.path.dirname(os.path.abspath(init))
-    parent = os.path.dirname(package)
-    try:
-        siblings = sorted(os.listdir(parent))
-    except OSError:
-        return set()
-    out: set[str] = set()
-    for name in siblings:
-        other = os.path.join(parent, name, "__init__.py")
-        if os.path.join(parent, name) == package or not os.path.isfile(other):
-            continue
-        parsed = patchgen.load_file(other)
-        if parsed is None or parsed.tree is None or "REGISTRY" not in parsed.text:
-            continue
-        out |= {t for r in _registrations(parsed.tree) for t in r.types}
-    return out
+    return {t for keys in sibling_packages(project, init) for t in keys.modeling}
 
 
 @dataclass(frozen=True)
@@ -469,7 +486,9 @@ class TextConfigGap:
     text_type: str
 
 
-def unresolved_text_configs(tree: ast.Module, init: str) -> list[TextConfigGap]:
+def unresolved_text_configs(
+    tree: ast.Module, init: str, project: Project | None = None
+) -> list[TextConfigGap]:
     """Config loaders of a VLM type whose config's text sub-config is of a model type no registry resolves: the
     package takes over the VLM's config resolution but a checkpoint whose `config.json` names the text type gets
     the stock config and no VeOmni model."""
@@ -483,6 +502,6 @@ def unresolved_text_configs(tree: ast.Module, init: str) -> list[TextConfigGap]:
         text_class, text_type = found
         if text_type in reg.types or not any(sibling_types(text_type, t) for t in reg.types):
             continue
-        if not resolved_in_tree(init, tree, text_type):
+        if not resolved_in_tree(init, tree, text_type, project):
             out.append(TextConfigGap(reg, text_class, text_type))
     return out

@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from npu_lint.veomni.imports import MAX_REEXPORT_DEPTH, ModuleIndex, resolve_relative
+from tests.rules.snippets import write_file
 
 TREES = Path(__file__).resolve().parent.parent / "fixtures" / "trees"
-
-
-def _write(root: Path, rel: str, text: str = "") -> None:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
 
 
 @pytest.mark.parametrize(
@@ -87,7 +81,7 @@ def test_resolve_relative(
 
 
 def test_bindings_of_every_kind(tmp_path: Path) -> None:
-    _write(
+    write_file(
         tmp_path,
         "pkg/__init__.py",
         """
@@ -111,12 +105,12 @@ def test_bindings_of_every_kind(tmp_path: Path) -> None:
             raise AttributeError(name)
         """,
     )
-    _write(
+    write_file(
         tmp_path,
         "pkg/impl.py",
         "exported = 1\n__all__ = ['exported', 'starred']\nstarred = 2\n_private = 3\n",
     )
-    _write(tmp_path, "pkg/sub.py", "")
+    write_file(tmp_path, "pkg/sub.py", "")
     index = ModuleIndex(tmp_path)
     for name in (
         "renamed",
@@ -141,21 +135,21 @@ def test_bindings_of_every_kind(tmp_path: Path) -> None:
 def test_reexport_chains_are_followed_a_bounded_number_of_levels(tmp_path: Path) -> None:
     depth = MAX_REEXPORT_DEPTH + 3
     for i in range(depth):
-        _write(tmp_path, f"chain/m{i}.py", f"from .m{i + 1} import target\n")
-    _write(tmp_path, f"chain/m{depth}.py", "target = 1\n")
-    _write(tmp_path, "chain/__init__.py")
+        write_file(tmp_path, f"chain/m{i}.py", f"from .m{i + 1} import target\n")
+    write_file(tmp_path, f"chain/m{depth}.py", "target = 1\n")
+    write_file(tmp_path, "chain/__init__.py", "")
     index = ModuleIndex(tmp_path)
     assert index.defines(f"chain.m{depth - 2}", "target")  # a short chain resolves
     assert not index.defines("chain.m0", "target")  # too long: not shown to resolve
     # a cycle terminates
-    _write(tmp_path, "cyc/__init__.py")
-    _write(tmp_path, "cyc/a.py", "from .b import x\n")
-    _write(tmp_path, "cyc/b.py", "from .a import x\n")
+    write_file(tmp_path, "cyc/__init__.py", "")
+    write_file(tmp_path, "cyc/a.py", "from .b import x\n")
+    write_file(tmp_path, "cyc/b.py", "from .a import x\n")
     assert not ModuleIndex(tmp_path).defines("cyc.a", "x")
 
 
 def test_unparsable_module_defines_nothing(tmp_path: Path) -> None:
-    _write(tmp_path, "bad/__init__.py", "def broken(:\n")
+    write_file(tmp_path, "bad/__init__.py", "def broken(:\n")
     index = ModuleIndex(tmp_path)
     assert index.has_module("bad")
     assert not index.defines("bad", "broken")

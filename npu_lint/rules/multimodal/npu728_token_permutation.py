@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from npu_lint.core.astutil import call_name, nodes_of
-from npu_lint.rules.base import Example, Rule
+from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni.permutation import permutation_faults
 
 
@@ -90,7 +90,7 @@ class TokenPermutationAsymmetry(Rule):
     node_types = (ast.FunctionDef, ast.AsyncFunctionDef)
 
     @classmethod
-    def applies_to(cls, ctx) -> bool:  # type: ignore[no-untyped-def]
+    def applies_to(cls, ctx: Context) -> bool:
         return not ctx.source.kind.test
 
     def visit(self, node: ast.AST) -> None:

@@ -47,8 +47,10 @@ class VlmModelTypeUnregistered(ProjectRule):
     why = (
         "Registration is keyed by `config.json`'s `model_type`, and a VLM is several model types: the multimodal "
         "wrapper (`...ForConditionalGeneration`, e.g. `qwen3_5`) and its text backbone (`...ForCausalLM`, e.g. "
-        "`qwen3_5_text`), both served by the package's generated module. A type that is not registered silently "
-        "falls back to the stock transformers class, without VeOmni's patches (and without the NPU kernels); a "
+        "`qwen3_5_text`), both served by the package's generated module. A checkpoint of a type that is not registered "
+        "finds no VeOmni model: the modeling registry's lookup raises (`Unknown Modeling name`), and the only way "
+        "round it, `MODELING_BACKEND=hf`, loads the stock transformers class without VeOmni's patches or NPU "
+        "kernels; a "
         "loader keyed by one type that returns only classes of its sibling (the text backbone's classes under the "
         "wrapper's key, the wrapper under `<m>_text`, whose config has no `vision_config`) cannot build that "
         "type's checkpoints, and leaves the sibling's key unregistered. The model type of each class is read from "
@@ -160,15 +162,15 @@ class VlmModelTypeUnregistered(ProjectRule):
     fix_safety = REGISTRATION_FIX_SAFETY
 
     def check(self, project: Project, paths: list[str]) -> Iterable[Diagnostic]:
-        return list(self._check(paths))
+        return list(self._check(project, paths))
 
-    def _check(self, paths: list[str]) -> Iterable[Diagnostic]:
+    def _check(self, project: Project, paths: list[str]) -> Iterable[Diagnostic]:
         for init in sorted({p for p in paths if os.path.basename(p) == "__init__.py"}):
             parsed = patchgen.load_file(init)
             if parsed is None or parsed.tree is None:
                 continue
             if "MODEL_CONFIG_REGISTRY" in parsed.text:
-                yield from self._text_configs(parsed, init)
+                yield from self._text_configs(parsed, init, project)
             by_module = _generated(os.path.dirname(init))
             if not by_module:
                 continue
@@ -195,7 +197,7 @@ class VlmModelTypeUnregistered(ProjectRule):
                         node.col_offset,
                         node.end_col_offset,
                     )
-            gap = unregistered_vlm_types(regs, by_module, init)
+            gap = unregistered_vlm_types(regs, by_module, init, project)
             if gap is None:
                 continue
             line = regs[0].decorator_line
@@ -210,13 +212,14 @@ class VlmModelTypeUnregistered(ProjectRule):
                 init,
                 line,
                 f"`{gap.module}` serves {' and '.join(gap.missing)}, but `__init__.py` registers only {have}"
-                f"{note}: unregistered types load the stock transformers class",
+                f"{note}: a checkpoint of an unregistered type finds no VeOmni model (`MODELING_REGISTRY` raises "
+                "`Unknown Modeling name`; `MODELING_BACKEND=hf` would load the stock transformers class, unpatched)",
             )
 
-    def _text_configs(self, parsed: patchgen.ParsedFile, init: str) -> Iterable[Diagnostic]:
+    def _text_configs(self, parsed: patchgen.ParsedFile, init: str, project: Project) -> Iterable[Diagnostic]:
         """A config loader of a VLM type whose config's text sub-config type no registry resolves."""
         assert parsed.tree is not None
-        for gap in unresolved_text_configs(parsed.tree, init):
+        for gap in unresolved_text_configs(parsed.tree, init, project):
             reg = gap.registration
             keys = " and ".join(f"`{t}`" for t in reg.types)
             yield self._diag(

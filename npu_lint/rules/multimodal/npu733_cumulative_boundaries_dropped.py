@@ -6,7 +6,7 @@ import ast
 
 from npu_lint.core.astutil import call_name, int_value, nodes_of
 from npu_lint.core.astutil import walk as _walk
-from npu_lint.rules.base import Example, Rule
+from npu_lint.rules.base import Context, Example, Rule
 
 
 def _name(expr: ast.AST) -> str | None:
@@ -149,7 +149,7 @@ class CumulativeBoundariesDropped(Rule):
     node_types = (ast.FunctionDef, ast.AsyncFunctionDef)
 
     @classmethod
-    def applies_to(cls, ctx) -> bool:  # type: ignore[no-untyped-def]
+    def applies_to(cls, ctx: Context) -> bool:
         """Any code of the tree (models, data collators, ops kernels, distributed helpers), not tests."""
         return not ctx.source.kind.test
 
