@@ -91,7 +91,9 @@ def _keep_inner(node: ast.AST, canonical: ast.AST) -> None:
             if type(mine) is not list or type(theirs) is not list or len(mine) != len(theirs):
                 continue
             for a, b in zip(mine, theirs):
-                if type(a) is not type(b) and not isinstance(b, ast.Assign):  # `x: T = v`, `x += v`: an `Assign`
+                if type(a) is not type(b) and not isinstance(
+                    b, ast.Assign
+                ):  # `x: T = v`, `x += v`: an `Assign`
                     continue
                 if isinstance(a, ast.stmt) and id(a) not in _KEYS:
                     if len(_KEYS) >= _KEYS_MAX:

@@ -12,9 +12,10 @@ imported."""
 from __future__ import annotations
 
 import ast
+import bisect
 import re
 
-from npu_lint.core.astutil import nodes_of, own_nodes, walk
+from npu_lint.core.astutil import file_index_of, nodes_of, own_nodes, walk
 
 # the role pairs, each word matched as a whole ``_``-separated part of an identifier
 PAIRS: tuple[tuple[str, str], ...] = (
@@ -119,12 +120,49 @@ _TEXT_NAMES = frozenset(
 _TEXT_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
-def _may_have_role_word(stmt: ast.stmt) -> bool:
+def _own_statements(func: ast.AST) -> tuple[list[ast.stmt], list[list[ast.AST]]] | None:
+    """The ``_STATEMENTS`` of ``own_nodes(func)`` in its order, each with its subtree's nodes (contexts and
+    operators left out), read from the file's index (``FileIndex``) when ``func`` is in the scope's file, else None.
+    ``own_nodes`` takes a node's children last first, so of two statements (simple ones: neither holds the other)
+    the one whose subtree ends later in pre-order comes first."""
+    index = file_index_of(func)
+    if index is None:
+        return None
+    i = index.rank(func)
+    if i is None:
+        return None
+    lo, hi = i + 1, index.end(i)
+    nested: list[
+        tuple[int, int]
+    ] = []  # the nested scopes' rank ranges: their statements are not the function's
+    for typ in _NESTED:
+        ranks = index.by_type.get(typ)
+        if ranks:
+            for r in ranks[bisect.bisect_left(ranks, lo) : bisect.bisect_left(ranks, hi)]:
+                nested.append((r, index.end(r)))
+    picked: list[tuple[int, int]] = []  # (end, rank)
+    for typ in _STATEMENTS:
+        ranks = index.by_type.get(typ)
+        if ranks:
+            for r in ranks[bisect.bisect_left(ranks, lo) : bisect.bisect_left(ranks, hi)]:
+                if not any(a <= r < b for a, b in nested):
+                    picked.append((index.end(r), r))
+    picked.sort(reverse=True)
+    nodes = index.nodes
+    return [nodes[r] for _e, r in picked], [nodes[r:e] for e, r in picked]  # type: ignore[misc]
+
+
+_NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+
+
+def _may_have_role_word(stmt: ast.stmt, subtree: list[ast.AST] | None = None) -> bool:
     """False only when no identifier token of ``ast.unparse(stmt)`` can have a role word as a part (so the
     statement is not unparsed): its identifiers are its names, attributes, keywords and parameters, spelled
     as they are (ASCII ones: split on ``_`` as the tokens are), its syntax words (none a role word), numbers
-    (none), and its string constants' text (any role word in it, or any character ``repr`` escapes, keeps it)."""
-    for node in walk(stmt):
+    (none), and its string constants' text (any role word in it, or any character ``repr`` escapes, keeps it).
+    ``subtree``: the statement's nodes when the caller has them (in any order; contexts and operators, which
+    spell nothing, may be left out)."""
+    for node in walk(stmt) if subtree is None else subtree:
         fields = _TEXT_FIELDS.get(type(node))
         if fields is None:
             fields = _TEXT_FIELDS[type(node)] = tuple(f for f in type(node)._fields if f in _TEXT_NAMES)
@@ -165,12 +203,17 @@ def twin_leftovers(func: ast.AST, known: set[str] | None = None) -> list[tuple[a
     with every role word swapped but one, the unswapped word the other role's (by the statement's target, or its
     majority of role words), and the expected word a name the function (or ``known``: the file's attribute
     names) has. ``q_len`` beside a key statement is a shared read when no ``k_len`` exists."""
-    stmts = [s for s in own_nodes(func) if isinstance(s, _STATEMENTS)]
+    listed = _own_statements(func)
+    if listed is None:
+        stmts = [s for s in own_nodes(func) if isinstance(s, _STATEMENTS)]
+        subtrees: list[list[ast.AST]] | None = None
+    else:
+        stmts, subtrees = listed
     if len(stmts) < 2:
         return []
     by_length: dict[int, list[tuple[ast.stmt, list[str]]]] = {}
-    for s in stmts:
-        if not _may_have_role_word(s):
+    for k, s in enumerate(stmts):
+        if not _may_have_role_word(s, None if subtrees is None else subtrees[k]):
             continue
         text = ast.unparse(s)
         if "\n" in text:
