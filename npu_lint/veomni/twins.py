@@ -15,7 +15,7 @@ import ast
 import bisect
 import re
 
-from npu_lint.core.astutil import file_index_of, nodes_of, own_nodes, walk
+from npu_lint.core.astutil import FileIndex, file_index_of, nodes_of, own_nodes, walk
 
 # the role pairs, each word matched as a whole ``_``-separated part of an identifier
 PAIRS: tuple[tuple[str, str], ...] = (
@@ -128,28 +128,36 @@ def _own_statements(func: ast.AST) -> tuple[list[ast.stmt], list[list[ast.AST]]]
     index = file_index_of(func)
     if index is None:
         return None
+    picked = [(index.end(r), r) for r in _own_ranks(index, func, _STATEMENTS)]
+    picked.sort(reverse=True)
+    nodes = index.nodes
+    return [nodes[r] for _e, r in picked], [nodes[r:e] for e, r in picked]  # type: ignore[misc]
+
+
+def _own_ranks(index: FileIndex, func: ast.AST, types: tuple[type[ast.AST], ...]) -> list[int]:
+    """The ranks (pre-order) of the nodes of ``types`` in ``func``'s subtree outside its nested scopes (the nodes
+    ``own_nodes(func)`` lists), ascending; ``func`` is ranked in ``index``."""
     i = index.rank(func)
-    if i is None:
-        return None
+    assert i is not None
     lo, hi = i + 1, index.end(i)
-    nested: list[
-        tuple[int, int]
-    ] = []  # the nested scopes' rank ranges: their statements are not the function's
+    nested: list[tuple[int, int]] = []  # the nested scopes' rank ranges (decorators and defaults included)
     for typ in _NESTED:
         ranks = index.by_type.get(typ)
         if ranks:
             for r in ranks[bisect.bisect_left(ranks, lo) : bisect.bisect_left(ranks, hi)]:
                 nested.append((r, index.end(r)))
-    picked: list[tuple[int, int]] = []  # (end, rank)
-    for typ in _STATEMENTS:
+    out: list[int] = []
+    for typ in types:
         ranks = index.by_type.get(typ)
         if ranks:
-            for r in ranks[bisect.bisect_left(ranks, lo) : bisect.bisect_left(ranks, hi)]:
-                if not any(a <= r < b for a, b in nested):
-                    picked.append((index.end(r), r))
-    picked.sort(reverse=True)
-    nodes = index.nodes
-    return [nodes[r] for _e, r in picked], [nodes[r:e] for e, r in picked]  # type: ignore[misc]
+            out.extend(
+                r
+                for r in ranks[bisect.bisect_left(ranks, lo) : bisect.bisect_left(ranks, hi)]
+                if not any(a <= r < b for a, b in nested)
+            )
+    if len(types) > 1:
+        out.sort()
+    return out
 
 
 _NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
@@ -319,12 +327,8 @@ def unread_twins(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple[ast
     args = func.args
     for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs):
         bound.setdefault(arg.arg, arg)
-    unpacked: set[int] = set()
-    for node in own_nodes(func):
-        if isinstance(node, (ast.Tuple, ast.List)) and isinstance(node.ctx, ast.Store):
-            unpacked.update(id(e) for e in node.elts)
-        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and id(node) not in unpacked:
-            bound.setdefault(node.id, node)
+    for name, node in _own_bindings(func).items():
+        bound.setdefault(name, node)
     candidates = {n: twins_of(n) for n in bound if not n.startswith("_")}
     candidates = {n: t for n, t in candidates.items() if any(x in bound for x, _ in t)}
     if not candidates:
@@ -351,6 +355,37 @@ def unread_twins(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple[ast
                 out.append((slip or bound[name], name, twin))
                 break
     return out
+
+
+def _own_bindings(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, ast.AST]:
+    """The names ``func``'s own code binds by a plain assignment target (not an element of an unpacked tuple or
+    list), each with its first binding in ``own_nodes`` order, in that order."""
+    bound: dict[str, ast.AST] = {}
+    unpacked: set[int] = set()
+    index = file_index_of(func)
+    if index is None:
+        for node in own_nodes(func):
+            if isinstance(node, (ast.Tuple, ast.List)) and isinstance(node.ctx, ast.Store):
+                unpacked.update(id(e) for e in node.elts)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and id(node) not in unpacked:
+                bound.setdefault(node.id, node)
+    else:
+        # the same from the file's index: a tuple comes before its elements in either order, and ``own_nodes``
+        # lists the names (leaves) in reverse pre-order, so each name's first binding there is its last in
+        # pre-order, and the names come in descending order of those
+        nodes = index.nodes
+        for r in _own_ranks(index, func, (ast.Tuple, ast.List)):
+            node = nodes[r]
+            if isinstance(node.ctx, ast.Store):  # type: ignore[attr-defined]
+                unpacked.update(id(e) for e in node.elts)  # type: ignore[attr-defined]
+        last: dict[str, int] = {}
+        for r in _own_ranks(index, func, (ast.Name,)):
+            node = nodes[r]
+            if isinstance(node.ctx, ast.Store) and id(node) not in unpacked:  # type: ignore[attr-defined]
+                last[node.id] = r  # type: ignore[attr-defined]
+        for name, r in sorted(last.items(), key=lambda item: -item[1]):
+            bound.setdefault(name, nodes[r])
+    return bound
 
 
 def _stored(func: ast.AST) -> set[str]:
