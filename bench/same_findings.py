@@ -19,7 +19,11 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 
 from corpus import fetch_veomni  # noqa: E402
 
-CORPORA = HERE.parent.parent / "shared" / "corpora"
+# ../shared/corpora from the main checkout, ../../shared/corpora from a worktree under ../wt/
+CORPORA = next(
+    (p / "shared" / "corpora" for p in HERE.parents if (p / "shared" / "corpora").is_dir()),
+    HERE.parent.parent / "shared" / "corpora",
+)
 
 
 def trees() -> list[tuple[str, Path, str]]:

@@ -579,6 +579,13 @@ def file_index(tree: ast.AST) -> FileIndex:
     return index
 
 
+def file_index_of(node: ast.AST) -> FileIndex | None:
+    """The scope's file index (``index_file``) when ``node`` is a statement, lambda or the module of that file
+    (``FileIndex.rank`` answers for it), else None: a node of another tree is walked by its caller."""
+    index = _file_index()
+    return index if index is not None and index.rank(node) is not None else None
+
+
 def _file_index() -> FileIndex | None:
     if not _SCOPED:
         return None

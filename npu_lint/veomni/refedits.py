@@ -47,7 +47,7 @@ def _canon(node: ast.AST) -> ast.AST:
 # ``_key`` of a node, memoised by identity (the node is held, so its id is not reused while its entry lives): one
 # alignment asks for the same statement's key once per candidate pairing, and NPU458 and NPU468 align the same
 # upstream bodies file after file. Bounded; the trees are never mutated (``_canon`` works on a copy).
-_KEYS: dict[int, tuple[ast.AST, str, ast.AST]] = {}
+_KEYS: dict[int, tuple[ast.AST, str | None, ast.AST]] = {}
 _KEYS_MAX = 8192
 
 
@@ -56,16 +56,50 @@ def _key(node: ast.AST) -> str:
 
 
 def _keyed(node: ast.AST) -> tuple[str, ast.AST]:
-    """``node``'s key and the canonical form it dumps (only read, never modified), memoised as ``_key``."""
+    """``node``'s key and the canonical form it dumps (only read, never modified), memoised as ``_key``. A
+    compound statement's canonical form holds its inner statements' (``_Canon`` rewrites each node from its own
+    subtree alone and keeps every statement list's length), so they are remembered with it and dumped when asked:
+    the alignment of the bodies inside asks for them next."""
     hit = _KEYS.get(id(node))
     if hit is not None and hit[0] is node:
-        return hit[1], hit[2]
+        key = hit[1]
+        if key is None:  # an inner statement of a compound one keyed before: its canonical form is at hand
+            key = ast.dump(hit[2])
+            _KEYS[id(node)] = (node, key, hit[2])
+        return key, hit[2]
     canonical = _canon(node)
     key = ast.dump(canonical)
     if len(_KEYS) >= _KEYS_MAX:
         _KEYS.clear()
     _KEYS[id(node)] = (node, key, canonical)
+    if isinstance(node, ast.stmt) and _STATEMENT_LISTS.intersection(node._fields):
+        _keep_inner(node, canonical)
     return key, canonical
+
+
+_STATEMENT_LISTS = frozenset({"body", "orelse", "finalbody", "handlers", "cases"})
+
+
+def _keep_inner(node: ast.AST, canonical: ast.AST) -> None:
+    """Remember, unkeyed, the canonical form of each statement inside ``node`` (its counterpart in ``canonical``,
+    node for node through the statement lists, exception handlers and match cases)."""
+    stack = [(node, canonical)]
+    while stack:
+        orig, canon = stack.pop()
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            mine, theirs = getattr(orig, field, None), getattr(canon, field, None)
+            if type(mine) is not list or type(theirs) is not list or len(mine) != len(theirs):
+                continue
+            for a, b in zip(mine, theirs):
+                if type(a) is not type(b) and not isinstance(
+                    b, ast.Assign
+                ):  # `x: T = v`, `x += v`: an `Assign`
+                    continue
+                if isinstance(a, ast.stmt) and id(a) not in _KEYS:
+                    if len(_KEYS) >= _KEYS_MAX:
+                        return
+                    _KEYS[id(a)] = (a, None, b)
+                stack.append((a, b))
 
 
 def _pairings(

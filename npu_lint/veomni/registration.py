@@ -153,7 +153,7 @@ def find_static_imports(tree: ast.Module, choice: DeviceChoice | None = None) ->
     ``if IS_NPU_AVAILABLE`` (in either branch) or by any equivalent of it the selection resolver reads (an alias
     ``use_npu = IS_NPU_AVAILABLE``, ``not`` forms, a helper returning the flag, an early ``return`` on the NPU
     branch)."""
-    choice = choice or DeviceChoice(tree)
+    choice = choice or DeviceChoice.of(tree)
     explicit = explicit_registrations(tree)
     out: list[StaticImport] = []
     for func, body in choice.scopes():
@@ -173,7 +173,7 @@ def find_partial_switches(
     """Device switches over a model's generated modules with no branch for every other host: ``if
     IS_CUDA_AVAILABLE: <gpu> elif IS_NPU_AVAILABLE: <npu>`` and no ``else``. Every test is a device probe, so a
     host where none holds (CPU-only, or a probe that misreports) imports no module and the classes are unbound."""
-    choice = choice or DeviceChoice(tree)
+    choice = choice or DeviceChoice.of(tree)
     out: list[tuple[ast.If, ast.FunctionDef | ast.AsyncFunctionDef | None]] = []
     for func, body in choice.scopes():
         for stmt in body:

@@ -10,7 +10,7 @@ import ast
 import re
 from dataclasses import dataclass
 
-from npu_lint.core.astutil import dotted_name, nodes_of, str_value
+from npu_lint.core.astutil import dotted_name, nodes_of, scoped_memo, str_value, walk
 
 FLAG = "IS_NPU_AVAILABLE"
 
@@ -216,10 +216,14 @@ def _other_device_probe(node: ast.expr) -> bool:
     return False
 
 
+# the only node types a probe (``device_probe``, ``cuda_probe``) or a helper by name (``npu_helper``) can be
+_PROBE_KINDS = (ast.UnaryOp, ast.Name, ast.Attribute, ast.Call, ast.Compare)
+
+
 def mentions_device(test: ast.expr, names: dict[str, ast.expr] | None = None, depth: int = 0) -> bool:
     """Whether a device probe is part of ``test`` (directly or through a name of ``names``)."""
-    for node in ast.walk(test):
-        if isinstance(node, ast.expr) and (
+    for node in walk(test):
+        if isinstance(node, _PROBE_KINDS) and (
             device_probe(node) is not None or cuda_probe(node) is not None or npu_helper(node)
         ):
             return True
@@ -414,6 +418,18 @@ class DeviceChoice:
         self.tree = tree
         self.module_names = probe_names([tree.body])
         self._scoped: dict[int, dict[str, ast.expr]] = {}
+
+    @classmethod
+    def of(cls, tree: ast.Module) -> DeviceChoice:
+        """The file's one resolver: shared by every rule that asks within the file's scope
+        (``core.astutil.scoped_memo``; NPU236, NPU508, NPU233 and the registration readers ask about the same
+        functions), a fresh one outside a scope."""
+        memo = scoped_memo("selection.choice")
+        hit = memo.get(id(tree))
+        if hit is not None and hit.tree is tree:
+            return hit  # type: ignore[no-any-return]
+        choice = memo[id(tree)] = cls(tree)
+        return choice
 
     def names(self, func: ast.FunctionDef | ast.AsyncFunctionDef | None = None) -> dict[str, ast.expr]:
         """The probe names visible in ``func`` (its own over the module's), or the module's."""

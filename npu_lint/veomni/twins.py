@@ -12,9 +12,10 @@ imported."""
 from __future__ import annotations
 
 import ast
+import bisect
 import re
 
-from npu_lint.core.astutil import nodes_of, own_nodes, walk
+from npu_lint.core.astutil import FileIndex, file_index_of, nodes_of, own_nodes, walk
 
 # the role pairs, each word matched as a whole ``_``-separated part of an identifier
 PAIRS: tuple[tuple[str, str], ...] = (
@@ -119,12 +120,57 @@ _TEXT_NAMES = frozenset(
 _TEXT_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
-def _may_have_role_word(stmt: ast.stmt) -> bool:
+def _own_statements(func: ast.AST) -> tuple[list[ast.stmt], list[list[ast.AST]]] | None:
+    """The ``_STATEMENTS`` of ``own_nodes(func)`` in its order, each with its subtree's nodes (contexts and
+    operators left out), read from the file's index (``FileIndex``) when ``func`` is in the scope's file, else None.
+    ``own_nodes`` takes a node's children last first, so of two statements (simple ones: neither holds the other)
+    the one whose subtree ends later in pre-order comes first."""
+    index = file_index_of(func)
+    if index is None:
+        return None
+    picked = [(index.end(r), r) for r in _own_ranks(index, func, _STATEMENTS)]
+    picked.sort(reverse=True)
+    nodes = index.nodes
+    return [nodes[r] for _e, r in picked], [nodes[r:e] for e, r in picked]  # type: ignore[misc]
+
+
+def _own_ranks(index: FileIndex, func: ast.AST, types: tuple[type[ast.AST], ...]) -> list[int]:
+    """The ranks (pre-order) of the nodes of ``types`` in ``func``'s subtree outside its nested scopes (the nodes
+    ``own_nodes(func)`` lists), ascending; ``func`` is ranked in ``index``."""
+    i = index.rank(func)
+    assert i is not None
+    lo, hi = i + 1, index.end(i)
+    nested: list[tuple[int, int]] = []  # the nested scopes' rank ranges (decorators and defaults included)
+    for typ in _NESTED:
+        ranks = index.by_type.get(typ)
+        if ranks:
+            for r in ranks[bisect.bisect_left(ranks, lo) : bisect.bisect_left(ranks, hi)]:
+                nested.append((r, index.end(r)))
+    out: list[int] = []
+    for typ in types:
+        ranks = index.by_type.get(typ)
+        if ranks:
+            out.extend(
+                r
+                for r in ranks[bisect.bisect_left(ranks, lo) : bisect.bisect_left(ranks, hi)]
+                if not any(a <= r < b for a, b in nested)
+            )
+    if len(types) > 1:
+        out.sort()
+    return out
+
+
+_NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+
+
+def _may_have_role_word(stmt: ast.stmt, subtree: list[ast.AST] | None = None) -> bool:
     """False only when no identifier token of ``ast.unparse(stmt)`` can have a role word as a part (so the
     statement is not unparsed): its identifiers are its names, attributes, keywords and parameters, spelled
     as they are (ASCII ones: split on ``_`` as the tokens are), its syntax words (none a role word), numbers
-    (none), and its string constants' text (any role word in it, or any character ``repr`` escapes, keeps it)."""
-    for node in walk(stmt):
+    (none), and its string constants' text (any role word in it, or any character ``repr`` escapes, keeps it).
+    ``subtree``: the statement's nodes when the caller has them (in any order; contexts and operators, which
+    spell nothing, may be left out)."""
+    for node in walk(stmt) if subtree is None else subtree:
         fields = _TEXT_FIELDS.get(type(node))
         if fields is None:
             fields = _TEXT_FIELDS[type(node)] = tuple(f for f in type(node)._fields if f in _TEXT_NAMES)
@@ -165,12 +211,17 @@ def twin_leftovers(func: ast.AST, known: set[str] | None = None) -> list[tuple[a
     with every role word swapped but one, the unswapped word the other role's (by the statement's target, or its
     majority of role words), and the expected word a name the function (or ``known``: the file's attribute
     names) has. ``q_len`` beside a key statement is a shared read when no ``k_len`` exists."""
-    stmts = [s for s in own_nodes(func) if isinstance(s, _STATEMENTS)]
+    listed = _own_statements(func)
+    if listed is None:
+        stmts = [s for s in own_nodes(func) if isinstance(s, _STATEMENTS)]
+        subtrees: list[list[ast.AST]] | None = None
+    else:
+        stmts, subtrees = listed
     if len(stmts) < 2:
         return []
     by_length: dict[int, list[tuple[ast.stmt, list[str]]]] = {}
-    for s in stmts:
-        if not _may_have_role_word(s):
+    for k, s in enumerate(stmts):
+        if not _may_have_role_word(s, None if subtrees is None else subtrees[k]):
             continue
         text = ast.unparse(s)
         if "\n" in text:
@@ -276,12 +327,8 @@ def unread_twins(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple[ast
     args = func.args
     for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs):
         bound.setdefault(arg.arg, arg)
-    unpacked: set[int] = set()
-    for node in own_nodes(func):
-        if isinstance(node, (ast.Tuple, ast.List)) and isinstance(node.ctx, ast.Store):
-            unpacked.update(id(e) for e in node.elts)
-        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and id(node) not in unpacked:
-            bound.setdefault(node.id, node)
+    for name, node in _own_bindings(func).items():
+        bound.setdefault(name, node)
     candidates = {n: twins_of(n) for n in bound if not n.startswith("_")}
     candidates = {n: t for n, t in candidates.items() if any(x in bound for x, _ in t)}
     if not candidates:
@@ -308,6 +355,37 @@ def unread_twins(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple[ast
                 out.append((slip or bound[name], name, twin))
                 break
     return out
+
+
+def _own_bindings(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, ast.AST]:
+    """The names ``func``'s own code binds by a plain assignment target (not an element of an unpacked tuple or
+    list), each with its first binding in ``own_nodes`` order, in that order."""
+    bound: dict[str, ast.AST] = {}
+    unpacked: set[int] = set()
+    index = file_index_of(func)
+    if index is None:
+        for node in own_nodes(func):
+            if isinstance(node, (ast.Tuple, ast.List)) and isinstance(node.ctx, ast.Store):
+                unpacked.update(id(e) for e in node.elts)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and id(node) not in unpacked:
+                bound.setdefault(node.id, node)
+    else:
+        # the same from the file's index: a tuple comes before its elements in either order, and ``own_nodes``
+        # lists the names (leaves) in reverse pre-order, so each name's first binding there is its last in
+        # pre-order, and the names come in descending order of those
+        nodes = index.nodes
+        for r in _own_ranks(index, func, (ast.Tuple, ast.List)):
+            node = nodes[r]
+            if isinstance(node.ctx, ast.Store):  # type: ignore[attr-defined]
+                unpacked.update(id(e) for e in node.elts)  # type: ignore[attr-defined]
+        last: dict[str, int] = {}
+        for r in _own_ranks(index, func, (ast.Name,)):
+            node = nodes[r]
+            if isinstance(node.ctx, ast.Store) and id(node) not in unpacked:  # type: ignore[attr-defined]
+                last[node.id] = r  # type: ignore[attr-defined]
+        for name, r in sorted(last.items(), key=lambda item: -item[1]):
+            bound.setdefault(name, nodes[r])
+    return bound
 
 
 def _stored(func: ast.AST) -> set[str]:

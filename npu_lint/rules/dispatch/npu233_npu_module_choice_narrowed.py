@@ -134,7 +134,7 @@ class NpuModuleChoiceNarrowed(Rule):
         tree = self.ctx.tree
         if not any(isinstance(n, ast.ImportFrom) and device_module_ref(n) for n in walk(tree)):
             return
-        choice = DeviceChoice(tree)
+        choice = DeviceChoice.of(tree)
         self._present = {
             (ref[0], ref[1].rsplit(".", 1)[-1])
             for n in walk(tree)

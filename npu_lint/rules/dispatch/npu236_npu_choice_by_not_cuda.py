@@ -144,7 +144,7 @@ class NpuChoiceByNotCuda(Rule):
         if on_cuda is None and any(isinstance(n, (ast.Name, ast.Call)) for n in ast.walk(node.test)):
             choice = getattr(self, "_choice", None)
             if choice is None or choice.tree is not self.ctx.tree:
-                choice = self._choice = DeviceChoice(self.ctx.tree)
+                choice = self._choice = DeviceChoice.of(self.ctx.tree)
             on_cuda = cuda_probe(choice.expand(node.test, self.ctx.function))  # an alias of the probe
         if on_cuda is None:
             return

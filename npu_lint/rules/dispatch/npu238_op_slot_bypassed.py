@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import bisect
+import functools
 import re
 
 from npu_lint.core.astutil import nodes_of
@@ -36,12 +38,15 @@ _FILLER = frozenset(
         "quack",
     }
 )
+_UNSEEN = ("", "")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+\d*[a-z]*|[A-Z]+\d*[a-z]*|\d+[a-z]*")
 
 
+@functools.lru_cache(maxsize=4096)
 def op_key(name: str) -> str:
     """An identifier's words without filler, lower case and joined: ``FusedRMSNormGated`` and
-    ``rms_norm_gated`` are both ``rmsnormgated``; ``causal_conv1d_fn`` and ``causal_conv1d`` ``causalconv1d``."""
+    ``rms_norm_gated`` are both ``rmsnormgated``; ``causal_conv1d_fn`` and ``causal_conv1d`` ``causalconv1d``
+    (a pure function of the text: remembered for the run's most recent 4,096 names)."""
     words: list[str] = []
     for part in name.split("_"):
         words.extend(w.lower() for w in _CAMEL.findall(part))
@@ -170,22 +175,48 @@ class OpSlotBypassed(Rule):
             return
         handles = module_handle_names(ctx)
         said: set[tuple[int, str]] = set()
+        keys: dict[str, tuple[str, str] | None] = {}  # a loaded name -> the slot its op key names, if any
+        lines: list[int] = []  # the lines of the file's loaded names that name a slot's operator
+        for node in nodes_of(ctx.tree, ast.Name):
+            assert isinstance(node, ast.Name)
+            name = node.id
+            found = keys.get(name, _UNSEEN)
+            if found is _UNSEEN:
+                found = keys[name] = slots.get(op_key(name))
+            if found is not None and isinstance(node.ctx, ast.Load) and name not in handles:
+                lines.append(node.lineno)
+        if not lines:
+            return
+        lines.sort()
         for func in nodes_of(ctx.tree, ast.FunctionDef, ast.AsyncFunctionDef):
             assert isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef))
-            bound = _locals(func)
-            parents = {id(c): p for p in ast.walk(func) for c in ast.iter_child_nodes(p)}
+            first = min([func.lineno, *(d.lineno for d in func.decorator_list)])
+            at = bisect.bisect_left(lines, first)
+            if at == len(lines) or lines[at] > (func.end_lineno or func.lineno):
+                continue  # no such name inside the function (its decorators included)
+            bound: set[str] | None = None
+            parents: dict[int, ast.AST] | None = None
             for node in nodes_of(func, ast.Name):
                 assert isinstance(node, ast.Name)
-                if not isinstance(node.ctx, ast.Load) or node.id in bound or node.id in handles:
+                name = node.id
+                if not isinstance(node.ctx, ast.Load) or name in handles:
                     continue
-                found = slots.get(op_key(node.id))
-                if found is None or (id(func), node.id) in said or _beside_slot(node, found[1], parents):
+                found = keys.get(name)  # every name of the file was keyed above
+                if found is None:
+                    continue  # the common case: no slot's operator; the function's locals and parents are not needed
+                if bound is None:
+                    bound = _locals(func)
+                if name in bound or (id(func), name) in said:
                     continue
-                said.add((id(func), node.id))
+                if parents is None:
+                    parents = {id(c): p for p in ast.walk(func) for c in ast.iter_child_nodes(p)}
+                if _beside_slot(node, found[1], parents):
+                    continue
+                said.add((id(func), name))
                 op, slot = found
                 self.report(
                     node,
-                    f"`{node.id}` is the `{op}` kernel reached directly, while this file dispatches `{op}` through "
+                    f"`{name}` is the `{op}` kernel reached directly, while this file dispatches `{op}` through "
                     f"`{slot}`: the ops config's choice for this device (eager, the GPU or the Ascend kernel) never "
                     f"reaches it; read the kernel from `{slot}` (`bound_kernel()`, `use_non_eager_impl`)",
                 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import bisect
 from collections.abc import Callable
 
 from npu_lint.core.astutil import call_name, nodes_of, scoped_memo
@@ -158,24 +159,42 @@ class _Flow:
                     for t in _walk(target):
                         if isinstance(t, ast.Name):
                             self.defs.setdefault(t.id, []).append((node.lineno, node))
-        for entries in self.defs.values():
+        self.lines: dict[str, list[int]] = {}
+        for name, entries in self.defs.items():
             entries.sort(key=lambda e: e[0])
+            self.lines[name] = [line for line, _node in entries]
 
     def reaching(self, name: ast.Name) -> ast.AST | None:
-        found = None
-        for line, node in self.defs.get(name.id, []):
-            if line < name.lineno:
-                found = node
-        return found
+        lines = self.lines.get(name.id)
+        if not lines:
+            return None
+        at = bisect.bisect_left(lines, name.lineno)  # the last definition on an earlier line
+        return self.defs[name.id][at - 1][1] if at else None
 
 
 def _tainted_defs(func: ast.FunctionDef, flow: _Flow, roots: set[ast.AST]) -> set[ast.AST]:
     tainted: set[ast.AST] = set()
     assigns = nodes_of(func, ast.Assign)  # read only
+    # what `_touches(node.value, ...)` reads, once per assignment: whether it holds a root, and the definitions its
+    # loaded names reach (the rounds below only ask whether one of those is tainted yet)
+    facts: list[tuple[ast.Assign, bool, list[ast.AST]]] = []
+    for node in assigns:
+        assert isinstance(node, ast.Assign)
+        rooted = False
+        reached: list[ast.AST] = []
+        for n in _walk(node.value):
+            if n in roots:
+                rooted = True
+                break
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+                found = flow.reaching(n)
+                if found is not None:
+                    reached.append(found)
+        facts.append((node, rooted, reached))
     for _ in range(6):
         before = len(tainted)
-        for node in assigns:
-            if node not in tainted and _touches(node.value, flow, roots, tainted):
+        for node, rooted, reached in facts:
+            if node not in tainted and (rooted or any(d in tainted for d in reached)):
                 tainted.add(node)
         if len(tainted) == before:
             break

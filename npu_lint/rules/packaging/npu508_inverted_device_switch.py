@@ -188,7 +188,7 @@ class InvertedDeviceSwitch(Rule):
             return None
         choice = getattr(self, "_choice", None)
         if choice is None or choice.tree is not self.ctx.tree:
-            choice = self._choice = DeviceChoice(self.ctx.tree)
+            choice = self._choice = DeviceChoice.of(self.ctx.tree)
         func = self.ctx.function
         on_npu, on_gpu = choice.holds(test, "npu", func), choice.holds(test, "gpu", func)
         return on_npu if on_npu is not None and on_gpu is not None and on_npu != on_gpu else None
