@@ -29,6 +29,19 @@ def _chain(node: ast.Attribute) -> list[str] | None:
     return parts
 
 
+def _self_chain(node: ast.Attribute) -> list[str] | None:
+    """``self.data.dataloader_batch_size`` -> ["data", "dataloader_batch_size"]; None for other roots."""
+    parts: list[str] = []
+    cur: ast.AST = node
+    while isinstance(cur, ast.Attribute):
+        parts.append(cur.attr)
+        cur = cur.value
+    if not (isinstance(cur, ast.Name) and cur.id == "self"):
+        return None
+    parts.reverse()
+    return parts
+
+
 class ArgumentFieldUnknown(Rule):
     code = "NPU626"
     name = "argument-field-unknown"
@@ -44,7 +57,10 @@ class ArgumentFieldUnknown(Rule):
         "the field to silence it, reads a value out of step with the FSDP `MixedPrecision` policy (weights "
         "loaded in one dtype, sharded in another). Each chain is resolved on the tree's own dataclasses "
         "(`veomni/arguments/`, with the trainers' subclasses, whose fields count for every trainer), through "
-        "the class each field is annotated with; a class with `__getattr__` or `setattr` ends the walk."
+        "the class each field is annotated with; a class with `__getattr__` or `setattr` ends the walk. A method of an "
+        "argument class is held to the same fields: `self.data.dataloader_batch_size` in `VeOmniArguments` is "
+        "walked from the class `data` is annotated with (a field of `TrainingArguments` read there raises when "
+        "the trainer computes its step count)."
     )
     bad = (
         Example(
@@ -104,7 +120,7 @@ class ArgumentFieldUnknown(Rule):
     )
     fix_safety = "No fix: where the field moved is for the author to name."
 
-    requires = ("args.",)
+    requires = (("args.", "dataclass"),)
     node_types = (ast.Attribute,)
 
     def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
@@ -133,17 +149,50 @@ class ArgumentFieldUnknown(Rule):
             return
         store = isinstance(node.ctx, ast.Store)
         chain = _chain(node)
-        if not chain or len(chain) < 2 or group_root(chain[0]) is None:
+        if chain is not None:
+            if len(chain) < 2 or group_root(chain[0]) is None:
+                return
+            if not self._load():
+                return
+            self._walk(node, chain, group_root(chain[0]), "args", store)
             return
+        chain = _self_chain(node)
+        if chain is None or len(chain) < 2:
+            return
+        owner = self._owner()
+        if owner is None or not self._load():
+            return
+        facts = self._classes.get(owner)  # type: ignore[union-attr]
+        if facts is None or chain[0] not in facts.holds or "*" in facts.attrs:
+            return
+        # a method of an argument class reading a field's nested field (`self.data.dataloader_batch_size` in
+        # `VeOmniArguments.compute_train_steps`): the same walk, from the class the field is annotated with
+        self._walk(node, chain[1:], facts.holds[chain[0]], f"self.{chain[0]}", store)
+
+    def _load(self) -> bool:
         if not self._looked:
             self._looked = True
             self._classes = group_classes(self.ctx.source.path, self.ctx.tree) or own_classes(self.ctx.tree)
+        return self._classes is not None
+
+    def _owner(self) -> str | None:
+        """The class whose method the node is in, when `self` is that method's first parameter."""
+        func, cls = self.ctx.function, self.ctx.class_
+        if func is None or cls is None or func not in cls.body:
+            return None
+        params = func.args.posonlyargs + func.args.args
+        if not params or params[0].arg != "self":
+            return None
+        return cls.name
+
+    def _walk(self, node: ast.Attribute, chain: list[str], root: str | None, label: str, store: bool) -> None:
         classes = self._classes
-        if classes is None:
-            return
-        cls_name = group_root(chain[0])
-        walked = [chain[0]]
-        for attr in chain[1:]:
+        assert classes is not None
+        cls_name = root
+        prefix = "args." if label == "args" else ""
+        walked = [chain[0]] if label == "args" else [label]
+        rest = chain[1:] if label == "args" else chain
+        for attr in rest:
             facts = classes.get(cls_name or "")
             if facts is None or "*" in facts.attrs:
                 return
@@ -154,17 +203,17 @@ class ArgumentFieldUnknown(Rule):
                 if store:
                     self.report(
                         node,
-                        f"`args.{full}` is set, but `{facts.name}` (and its subclasses in this tree) define no "
+                        f"`{prefix}{full}` is set, but `{facts.name}` (and its subclasses in this tree) define no "
                         f"`{attr}`: the code that reads the configuration reads the dataclass's fields, so this "
                         "setting has no effect (a field a refactor moved?)",
                     )
                     return
-                if full in self._stored():
+                if prefix and full in self._stored():
                     return  # read back what this file set (reported at the assignment)
                 self.report(
                     node,
-                    f"`args.{'.'.join(walked)}` has no field `{attr}`: `{facts.name}` (and its subclasses in "
-                    f"this tree) define none, so `args.{'.'.join([*walked, attr])}` raises AttributeError or "
+                    f"`{prefix}{'.'.join(walked)}` has no field `{attr}`: `{facts.name}` (and its subclasses in "
+                    f"this tree) define none, so `{prefix}{full}` raises AttributeError or "
                     "reads a field a refactor moved",
                 )
                 return
