@@ -105,3 +105,48 @@ def test_self_chains_follow_the_annotation_of_the_field(tmp_path: Path) -> None:
         11
     ]
     assert lint_snippet(str(path), text.format(annotation="object"), ["NPU626"]) == []
+
+
+DPO_TRAINER = """
+from dataclasses import dataclass, field
+
+from veomni.arguments.arguments_types import VeOmniArguments
+
+
+@dataclass
+class DPOConfig:
+    average_log_prob: bool = False
+
+
+@dataclass
+class VeOmniDPOArguments(VeOmniArguments):
+    dpo_config: DPOConfig = field(default_factory=DPOConfig)
+
+
+class DPOTrainer:
+    def __init__(self, base):
+        self.base = base
+
+    def loss(self, args):
+        average = getattr(self.base.args, "{field}", None) and self.base.args.{field}.average_log_prob
+        namespace_field = args.config_file  # a bare `args` may be an argparse namespace
+        return average, namespace_field
+"""
+
+
+def _trainer(tmp_path: Path, field: str) -> list[int]:
+    args = tmp_path / "veomni" / "arguments" / "arguments_types.py"
+    args.parent.mkdir(parents=True)
+    args.write_text(ARGS.format(group="train", acc_field="ulysses_size"))
+    path = tmp_path / "veomni" / "trainer" / "text_dpo_trainer.py"
+    path.parent.mkdir()
+    return [d.line for d in lint_snippet(str(path), DPO_TRAINER.format(field=field), ["NPU626"])]
+
+
+def test_a_trainer_reading_a_renamed_top_level_field_is_reported(tmp_path: Path) -> None:
+    # VeOmni ac864380: `dpo` renamed `dpo_config`; the getattr default hides it, so the flag is always off
+    assert _trainer(tmp_path, "dpo") == [21]
+
+
+def test_the_field_a_root_subclass_defines_is_quiet(tmp_path: Path) -> None:
+    assert _trainer(tmp_path, "dpo_config") == []

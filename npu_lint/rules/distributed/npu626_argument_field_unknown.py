@@ -6,11 +6,19 @@ import ast
 
 from npu_lint.core.astutil import nodes_of
 from npu_lint.rules.base import Example, Rule
-from npu_lint.veomni.argfields import group_classes, group_root, own_classes
+from npu_lint.veomni.argfields import group_classes, group_root, own_classes, root_class
+
+
+def _is_self(node: ast.AST) -> bool:
+    """``self`` or one attribute of it (``self.base``)."""
+    if isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name) and node.id == "self"
 
 
 def _chain(node: ast.Attribute) -> list[str] | None:
-    """``args.train.accelerator.fsdp_config`` / ``self.args.train.seed`` -> ["train", "accelerator", ...]."""
+    """``args.train.accelerator.fsdp_config`` / ``self.args.train.seed`` / ``self.base.args.dpo_config`` (a
+    trainer's composed base trainer) -> ["train", "accelerator", ...]."""
     parts: list[str] = []
     cur: ast.AST = node
     while isinstance(cur, ast.Attribute):
@@ -18,15 +26,24 @@ def _chain(node: ast.Attribute) -> list[str] | None:
         cur = cur.value
         if isinstance(cur, ast.Name) and cur.id == "args":
             break
-        if isinstance(cur, ast.Attribute) and cur.attr == "args" and isinstance(cur.value, ast.Name):
-            if cur.value.id == "self":
-                break
+        if isinstance(cur, ast.Attribute) and cur.attr == "args" and _is_self(cur.value):
+            break
     else:
         return None
     if not isinstance(cur, (ast.Name, ast.Attribute)):
         return None
     parts.reverse()
     return parts
+
+
+def _trainer_args(node: ast.Attribute) -> bool:
+    """Whether the chain is rooted at a trainer's ``self.args`` / ``self.base.args``."""
+    cur: ast.AST = node
+    while isinstance(cur, ast.Attribute):
+        if cur.attr == "args" and _is_self(cur.value):
+            return True
+        cur = cur.value
+    return False
 
 
 def _self_chain(node: ast.Attribute) -> list[str] | None:
@@ -60,7 +77,10 @@ class ArgumentFieldUnknown(Rule):
         "the class each field is annotated with; a class with `__getattr__` or `setattr` ends the walk. A method of an "
         "argument class is held to the same fields: `self.data.dataloader_batch_size` in `VeOmniArguments` is "
         "walked from the class `data` is annotated with (a field of `TrainingArguments` read there raises when "
-        "the trainer computes its step count)."
+        "the trainer computes its step count), and a trainer's `self.args.<field>` (or its composed base "
+        "trainer's `self.base.args`) is walked from the class holding the three groups, its subclasses' fields "
+        'included (`getattr(self.args, "dpo", None) and self.args.dpo.average_log_prob` after `dpo` became '
+        "`dpo_config` is always falsy)."
     )
     bad = (
         Example(
@@ -150,11 +170,17 @@ class ArgumentFieldUnknown(Rule):
         store = isinstance(node.ctx, ast.Store)
         chain = _chain(node)
         if chain is not None:
-            if len(chain) < 2 or group_root(chain[0]) is None:
+            if len(chain) < 2 or not self._load():
                 return
-            if not self._load():
+            if group_root(chain[0]) is not None:
+                self._walk(node, chain, group_root(chain[0]), "args", store)
                 return
-            self._walk(node, chain, group_root(chain[0]), "args", store)
+            # a top-level field of a trainer's arguments object (`self.args.dpo_config.beta`, a trainer's own
+            # group): walked from the class holding the three groups, its subclasses' fields included (a bare
+            # `args` may be an argparse namespace or a model's own argument tuple: left alone)
+            root = root_class(self._classes)  # type: ignore[arg-type]
+            if root is not None and _trainer_args(node):
+                self._walk(node, chain, root, "", store)
             return
         chain = _self_chain(node)
         if chain is None or len(chain) < 2:
@@ -189,9 +215,13 @@ class ArgumentFieldUnknown(Rule):
         classes = self._classes
         assert classes is not None
         cls_name = root
-        prefix = "args." if label == "args" else ""
-        walked = [chain[0]] if label == "args" else [label]
-        rest = chain[1:] if label == "args" else chain
+        prefix = "args." if label in ("args", "") else ""
+        if label == "args":
+            walked, rest = [chain[0]], chain[1:]
+        elif label == "":
+            walked, rest = [], chain
+        else:
+            walked, rest = [label], chain
         for attr in rest:
             facts = classes.get(cls_name or "")
             if facts is None or "*" in facts.attrs:
@@ -212,7 +242,7 @@ class ArgumentFieldUnknown(Rule):
                     return  # read back what this file set (reported at the assignment)
                 self.report(
                     node,
-                    f"`{prefix}{'.'.join(walked)}` has no field `{attr}`: `{facts.name}` (and its subclasses in "
+                    f"`{(prefix + '.'.join(walked)).rstrip('.') or 'args'}` has no field `{attr}`: `{facts.name}` (and its subclasses in "
                     f"this tree) define none, so `{prefix}{full}` raises AttributeError or "
                     "reads a field a refactor moved",
                 )
