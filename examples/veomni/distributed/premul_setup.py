@@ -12,7 +12,5 @@ def wrap_extra_parallel(model, parallel_state, extra_modules):
         if not parallel_state.extra_parallel_enabled(para):
             continue
         for module in extra_modules[para]:
-            module.set_reduce_scatter_divide_factor(
-                parallel_state.extra_parallel_gradient_divide_factor(para)
-            )
+            module.set_reduce_scatter_divide_factor(parallel_state.extra_parallel_gradient_divide_factor(para))
     return model

@@ -29,9 +29,7 @@ def shard_sequence(hidden_states, dim, group):
 
 
 def scatter_heads(hidden_states, group, world):
-    outputs = [
-        torch.empty_like(hidden_states.narrow(2, 0, hidden_states.size(2) // world)) for _ in range(world)
-    ]
+    outputs = [torch.empty_like(hidden_states.narrow(2, 0, hidden_states.size(2) // world)) for _ in range(world)]
     # NPU609: the pieces of a split along the head dimension are views with gaps: HCCL rejects them
     dist.all_to_all(outputs, list(hidden_states.chunk(world, dim=2)), group=group)
     return torch.cat(outputs, dim=1)

@@ -15,8 +15,4 @@ class GatherSeq(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
         rank = dist.get_rank(ctx.group)
-        return (
-            grad.chunk(dist.get_world_size(ctx.group), dim=ctx.dim)[rank],
-            None,
-            None,
-        )  # NPU634: ctx.dim unset
+        return grad.chunk(dist.get_world_size(ctx.group), dim=ctx.dim)[rank], None, None  # NPU634: ctx.dim unset

@@ -7,7 +7,7 @@ IS_NPU_AVAILABLE = hasattr(torch, "npu") and torch.npu.is_available()
 
 
 def get_device_type() -> str:
-    """ "cuda", "npu" or "cpu": what tensors should be allocated on."""
+    """"cuda", "npu" or "cpu": what tensors should be allocated on."""
     if IS_NPU_AVAILABLE:
         return "npu"  # noqa: NPU102
     return "cuda" if IS_CUDA_AVAILABLE else "cpu"  # noqa: NPU102

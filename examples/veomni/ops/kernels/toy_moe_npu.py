@@ -8,9 +8,7 @@ def toy_ep_moe_forward(hidden_states, weight, selected_experts, count_tokens):
     selected_experts = selected_experts.to(torch.int32)  # the NPU permute/dispatch kernels want int32 indices
     tokens_per_expert = count_tokens(selected_experts)
     # NPU307: the counts keep the int32 dtype; npu_grouped_matmul needs an int64 group list
-    return torch_npu.npu_grouped_matmul(
-        [hidden_states], [weight], group_list=tokens_per_expert, group_type=0
-    )[0]
+    return torch_npu.npu_grouped_matmul([hidden_states], [weight], group_list=tokens_per_expert, group_type=0)[0]
 
 
 def toy_route_tokens_npu(router_logits, num_experts, top_k):

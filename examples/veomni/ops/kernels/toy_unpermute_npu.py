@@ -13,9 +13,7 @@ def toy_unpermute_shared(output, row_ids_map, routing_weights):
     return torch_npu.npu_moe_token_unpermute(output, row_ids_map)
 
 
-def toy_rope_forward(
-    q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, unsqueeze_dim: int = 1
-) -> tuple[tuple[Tensor, Tensor], tuple]:
+def toy_rope_forward(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, unsqueeze_dim: int = 1) -> tuple[tuple[Tensor, Tensor], tuple]:
     cos_u = cos.unsqueeze(unsqueeze_dim)
     sin_u = sin.unsqueeze(unsqueeze_dim)
     # NPU312: cos/sin were unsqueezed for the kernel, but the originals are passed

@@ -37,26 +37,15 @@ def qwen3_moe_forcausallm_init_patched(self, config):
     self.post_init()
 
 
-@config.override_method(
-    "Qwen3MoeForCausalLM.forward", description="Load-balancing loss from the recorded router logits"
-)
+@config.override_method("Qwen3MoeForCausalLM.forward", description="Load-balancing loss from the recorded router logits")
 def qwen3_moe_forcausallm_forward_patched(
-    self,
-    input_ids=None,
-    attention_mask=None,
-    labels=None,
-    output_router_logits=None,
-    logits_to_keep=0,
-    **kwargs,
+    self, input_ids=None, attention_mask=None, labels=None, output_router_logits=None, logits_to_keep=0, **kwargs
 ):
     output_router_logits = (
         output_router_logits if output_router_logits is not None else self.config.output_router_logits
     )
     outputs = self.model(
-        input_ids=input_ids,
-        attention_mask=attention_mask,
-        output_router_logits=output_router_logits,
-        **kwargs,
+        input_ids=input_ids, attention_mask=attention_mask, output_router_logits=output_router_logits, **kwargs
     )
     slice_indices = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
     logits = self.lm_head(outputs.last_hidden_state[:, slice_indices, :])

@@ -5,9 +5,7 @@ from veomni.ops.kernels.layer_norm import BackendSpec
 TOY_NORM_BACKENDS = {
     "layer_norm": {
         # NPU217: a `forward(self, ...)` entry bound without replace_forward replaces the class itself
-        "npu": BackendSpec(
-            entry="veomni.models.transformers.toy.device_patch:toy_norm_forward_npu", requires=("torch_npu",)
-        ),
+        "npu": BackendSpec(entry="veomni.models.transformers.toy.device_patch:toy_norm_forward_npu", requires=("torch_npu",)),
     },
 }
 

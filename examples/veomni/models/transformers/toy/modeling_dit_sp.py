@@ -46,3 +46,4 @@ def toy_dit_forward_fixed(self, latents, text, rope):
     if get_parallel_state().sp_enabled:
         tokens = gather_outputs(tokens, gather_dim=1)
     return self.unpatchify(self.norm_out(tokens))
+

@@ -4,11 +4,7 @@ import torch
 import torch.distributed.nn.functional as distF
 
 from veomni.distributed.parallel_state import get_parallel_state
-from veomni.distributed.sequence_parallel import (
-    gather_outputs,
-    slice_input_tensor,
-    slice_input_tensor_scale_grad,
-)
+from veomni.distributed.sequence_parallel import gather_outputs, slice_input_tensor, slice_input_tensor_scale_grad
 
 
 class ToyOmniEncoder:
@@ -31,9 +27,7 @@ class ToyOmniEncoder:
         if pictures is not None:
             picture_embeds = self.picture_proj(self.picture_tower(pictures))
             if get_parallel_state().sp_enabled:
-                picture_embeds = gather_outputs(
-                    picture_embeds, gather_dim=0, group=get_parallel_state().sp_group
-                )
+                picture_embeds = gather_outputs(picture_embeds, gather_dim=0, group=get_parallel_state().sp_group)
             inputs_embeds = inputs_embeds.masked_scatter(picture_mask.unsqueeze(-1), picture_embeds)
         elif self.training:
             # NPU715: the dummy pass skips picture_proj, which the real path applies

@@ -17,9 +17,7 @@ def lookup(name):
 
 
 register_op("moe_experts", "standard", "eager", wrapper=_standard_experts, description="SwiGLU experts")
-register_op(
-    "moe_experts", "toy_moe", "eager", wrapper=_toy_moe_experts, description="toy_moe's biased experts"
-)
+register_op("moe_experts", "toy_moe", "eager", wrapper=_toy_moe_experts, description="toy_moe's biased experts")
 
 for _impl in ("eager", "sdpa"):
     # NPU230: every row's wrapper reads `_impl` when called, so all of them run the last one

@@ -58,22 +58,13 @@ class Qwen3MoeForCausalLM(nn.Module):
         self.post_init()
 
     def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        labels=None,
-        output_router_logits=None,
-        logits_to_keep=0,
-        **kwargs,
+        self, input_ids=None, attention_mask=None, labels=None, output_router_logits=None, logits_to_keep=0, **kwargs
     ):
         output_router_logits = (
             output_router_logits if output_router_logits is not None else self.config.output_router_logits
         )
         outputs = self.model(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            output_router_logits=output_router_logits,
-            **kwargs,
+            input_ids=input_ids, attention_mask=attention_mask, output_router_logits=output_router_logits, **kwargs
         )
         slice_indices = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
         logits = self.lm_head(outputs.last_hidden_state[:, slice_indices, :])
