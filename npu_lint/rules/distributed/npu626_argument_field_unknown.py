@@ -140,7 +140,7 @@ class ArgumentFieldUnknown(Rule):
     )
     fix_safety = "No fix: where the field moved is for the author to name."
 
-    requires = (("args.", "dataclass"),)
+    requires = (("args.", "Arguments"),)
     node_types = (ast.Attribute,)
 
     def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
