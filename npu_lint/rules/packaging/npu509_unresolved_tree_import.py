@@ -204,9 +204,14 @@ class UnresolvedTreeImport(Rule):
         cached = self.ctx.memo.get("npu509-pinned", False)
         if cached is not False:
             return cached  # type: ignore[return-value]
-        pin = _repo_pin(str(self.ctx.project.root))
-        version = transformers_version()
-        pinned = pin[0] if pin is not None and version is not None and pin[0] == version else None
+        root = str(self.ctx.project.root)
+
+        def compute() -> str | None:
+            pin = _repo_pin(root)
+            version = transformers_version()
+            return pin[0] if pin is not None and version is not None and pin[0] == version else None
+
+        pinned = self.ctx.project.remember(("npu509-pinned-upstream", root), compute)  # read once per project
         self.ctx.memo["npu509-pinned"] = pinned
         return pinned
 
