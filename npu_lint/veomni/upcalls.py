@@ -696,54 +696,45 @@ def attention_module_gaps(cls: ast.ClassDef) -> list[tuple[ast.AST, str]]:
         for t in (s.targets if isinstance(s, ast.Assign) else [s.target])
         if isinstance(t, ast.Name)
     }
+    # the class's nodes from the file's one index (no walk of its own); the cheap exits first
+    assigns = nodes_of(cls, ast.Assign, ast.AnnAssign)
     set_attrs: set[str] = set()
     bound: set[str] = set()  # self.<attr> holding an attention function
+    local: set[str] = set()  # locals holding one
     binding: ast.AST | None = None  # the first such binding (in `__init__`, where the missing attribute goes)
-    for method in methods:
-        for n in ast.walk(method):
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "setattr":
-                return []
-            if isinstance(n, (ast.Assign, ast.AnnAssign)):
-                targets = n.targets if isinstance(n, ast.Assign) else [n.target]
-                for t in targets:
-                    if (
-                        isinstance(t, ast.Attribute)
-                        and isinstance(t.value, ast.Name)
-                        and t.value.id == "self"
-                    ):
-                        set_attrs.add(t.attr)
-                        if _attention_registry(n.value):
-                            bound.add(t.attr)
-                            binding = binding or n
+    for n in assigns:
+        assert isinstance(n, (ast.Assign, ast.AnnAssign))
+        registry = n.value is not None and _attention_registry(n.value)
+        for t in n.targets if isinstance(n, ast.Assign) else [n.target]:
+            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                set_attrs.add(t.attr)
+                if registry:
+                    bound.add(t.attr)
+                    binding = binding or n
+            elif registry and isinstance(t, ast.Name):
+                local.add(t.id)
     missing = [a for a in ATTENTION_MODULE_ATTRIBUTES if a not in set_attrs and a not in declared]
     if not missing:
         return []
     out: list[tuple[ast.Call, str]] = []
-    for method in methods:
-        local: set[str] = set()
-        for n in ast.walk(method):
-            if isinstance(n, ast.Assign) and _attention_registry(n.value):
-                local.update(t.id for t in n.targets if isinstance(t, ast.Name))
-        for n in ast.walk(method):
-            if not (
-                isinstance(n, ast.Call)
-                and n.args
-                and isinstance(n.args[0], ast.Name)
-                and n.args[0].id == "self"
-            ):
-                continue
-            func = n.func
-            if (
-                (isinstance(func, ast.Name) and func.id in local)
-                or (
-                    isinstance(func, ast.Attribute)
-                    and isinstance(func.value, ast.Name)
-                    and func.value.id == "self"
-                    and func.attr in bound
-                )
-                or _attention_registry(func)
-            ):
-                out.append((n, missing[0]))
+    for n in nodes_of(cls, ast.Call):
+        assert isinstance(n, ast.Call)
+        if isinstance(n.func, ast.Name) and n.func.id == "setattr":
+            return []
+        if not (n.args and isinstance(n.args[0], ast.Name) and n.args[0].id == "self"):
+            continue
+        func = n.func
+        if (
+            (isinstance(func, ast.Name) and func.id in local)
+            or (
+                isinstance(func, ast.Attribute)
+                and isinstance(func.value, ast.Name)
+                and func.value.id == "self"
+                and func.attr in bound
+            )
+            or _attention_registry(func)
+        ):
+            out.append((n, missing[0]))
     if out and binding is not None:
         return [(binding, missing[0])]  # type: ignore[list-item]
     return out[:1]
