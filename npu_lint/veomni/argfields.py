@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from npu_lint.veomni.patchgen import load_file, veomni_root_of
 
-__all__ = ["ClassFacts", "group_classes", "group_root", "own_classes"]
+__all__ = ["ClassFacts", "group_classes", "group_root", "own_classes", "root_class"]
 
 _GROUPS = {"train": "TrainingArguments", "model": "ModelArguments", "data": "DataArguments"}
 
@@ -232,3 +232,25 @@ def _link(classes: dict[str, ClassFacts]) -> dict[str, ClassFacts] | None:
 
 def group_root(group: str) -> str | None:
     return _GROUPS.get(group)
+
+
+def root_class(classes: dict[str, ClassFacts]) -> str | None:
+    """The class the whole arguments object is (``VeOmniArguments``: fields ``model``, ``data`` and ``train``
+    annotated with the group classes or their subclasses); its subclasses' fields (a trainer's own group,
+    ``dpo_config``) are folded into it. None when the tree defines none."""
+
+    def is_group(name: str | None, group: str) -> bool:
+        seen: set[str] = set()
+        while name and name not in seen:
+            if name == group:
+                return True
+            seen.add(name)
+            facts = classes.get(name)
+            name = facts.bases[0] if facts is not None and facts.bases else None
+        return False
+
+    roots = [f for f in classes.values() if all(is_group(f.holds.get(g), c) for g, c in _GROUPS.items())]
+    for facts in roots:  # the base-most one names the object in messages
+        if not any(base in {r.name for r in roots} for base in facts.bases):
+            return facts.name
+    return roots[0].name if roots else None

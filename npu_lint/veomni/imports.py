@@ -11,10 +11,11 @@ levels. Results are cached on the instance (one index per run; no module-level m
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from npu_lint.core.astutil import absolute_module, parse_snippet
+from npu_lint.core.astutil import absolute_module, parse_snippet, transformers_dir
 from npu_lint.core.astutil import resolve_relative as resolve_from_path
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.veomni.signatures import Signature, module_signatures
@@ -391,3 +392,41 @@ def _spec_import(call: ast.Call, out: set[tuple[str, str]]) -> None:
                 out.add((module.value, elt.value))
     elif names is None:
         out.add((module.value, ""))
+
+
+@functools.lru_cache(maxsize=2)
+def _upstream_index(base: str) -> ModuleIndex:
+    return ModuleIndex(Path(base).parent)
+
+
+def upstream_index() -> ModuleIndex | None:
+    """A ``ModuleIndex`` over the transformers source the upstream readers use (``transformers_dir``): whether
+    ``from transformers.<module> import name`` resolves in that release. One per source directory per process
+    (an installed release does not change under a run). Its packages' ``__init__`` export through a lazy
+    import structure, so only plain modules answer for names (`upstream_module_defines`)."""
+    base = transformers_dir()
+    return _upstream_index(str(base)) if base is not None else None
+
+
+def upstream_module_defines(module: str, name: str | None) -> bool | None:
+    """Whether the transformers release read statically has ``module`` (and, for a plain module, whose names
+    are its own bindings, defines ``name``); None when it cannot say (no source, a package whose names come
+    from its lazy import structure, a module with a module-level ``__getattr__``, a missing module whose
+    package is missing too)."""
+    index = upstream_index()
+    if index is None or module.split(".")[0] != "transformers":
+        return None
+    found = index.module_path(module)
+    if found is None:
+        parent = module.rsplit(".", 1)[0]
+        parent_found = index.module_path(parent) if parent != module else None
+        return False if parent_found is not None and parent_found[1] else None
+    path, is_package = found
+    if name is None:
+        return True
+    if is_package:
+        return None
+    info = index.info(module)
+    if info is None or "__getattr__" in info.local:
+        return None
+    return index.defines(module, name)

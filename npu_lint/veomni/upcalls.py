@@ -34,6 +34,8 @@ from npu_lint.veomni.upstream import (
 )
 
 __all__ = [
+    "ATTENTION_MODULE_ATTRIBUTES",
+    "attention_module_gaps",
     "CalleeFacts",
     "UpstreamCall",
     "callee_facts",
@@ -644,3 +646,95 @@ def pipeline_position_keys(root: str | None) -> frozenset[str]:
     keys = frozenset(set.intersection(*sets)) if sets else DEFAULT_PIPELINE_KEYS
     _PIPELINE[data] = (tuple(stamp), keys)
     return keys
+
+
+# What transformers' attention functions read from the module they are handed (``attention_interface(self, q, k,
+# v, ...)``) without a default: ``flash_attention_forward`` reads ``module.config._attn_implementation`` (and
+# ``module.config`` for quantised models) unconditionally; ``is_causal`` and ``layer_idx`` have fallbacks.
+ATTENTION_MODULE_ATTRIBUTES = ("config",)
+
+
+def _attention_registry(node: ast.AST | None) -> bool:
+    """An attention function looked up in a registry of them (`ALL_ATTENTION_FUNCTIONS[impl]`,
+    `WAN_ATTENTION_FUNCTIONS.get(impl)`, `ALL_ATTENTION_FUNCTIONS.get_interface(impl, default)`)."""
+    if isinstance(node, ast.Subscript):
+        node = node.value
+    elif (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr
+        in (
+            "get",
+            "get_interface",
+        )
+    ):
+        node = node.func.value
+    else:
+        return False
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+    return name.endswith("ATTENTION_FUNCTIONS")
+
+
+def attention_module_gaps(cls: ast.ClassDef) -> list[tuple[ast.AST, str]]:
+    """Where ``cls`` hands ``self`` to an attention function from a registry (a ``self.<attr>`` its methods bound
+    to one, or a local bound to one) while no method of the class sets an attribute those functions read
+    (``ATTENTION_MODULE_ATTRIBUTES``), with the attribute missing: one place per class, the binding of the
+    function to ``self`` when there is one (where the attribute belongs), else the first call. A class with a
+    base besides ``nn.Module`` (a mixin or a transformers class may set it), a class attribute of that name,
+    ``setattr`` or ``__getattr__`` is not judged."""
+    if any(
+        (b.id if isinstance(b, ast.Name) else getattr(b, "attr", "")) not in _LEAF_BASES for b in cls.bases
+    ):
+        return []
+    methods = [s for s in cls.body if isinstance(s, ast.FunctionDef)]
+    if any(m.name in ("__getattr__", "__getattribute__") for m in methods):
+        return []
+    declared = {
+        t.id
+        for s in cls.body
+        if isinstance(s, (ast.Assign, ast.AnnAssign))
+        for t in (s.targets if isinstance(s, ast.Assign) else [s.target])
+        if isinstance(t, ast.Name)
+    }
+    # the class's nodes from the file's one index (no walk of its own); the cheap exits first
+    assigns = nodes_of(cls, ast.Assign, ast.AnnAssign)
+    set_attrs: set[str] = set()
+    bound: set[str] = set()  # self.<attr> holding an attention function
+    local: set[str] = set()  # locals holding one
+    binding: ast.AST | None = None  # the first such binding (in `__init__`, where the missing attribute goes)
+    for n in assigns:
+        assert isinstance(n, (ast.Assign, ast.AnnAssign))
+        registry = n.value is not None and _attention_registry(n.value)
+        for t in n.targets if isinstance(n, ast.Assign) else [n.target]:
+            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                set_attrs.add(t.attr)
+                if registry:
+                    bound.add(t.attr)
+                    binding = binding or n
+            elif registry and isinstance(t, ast.Name):
+                local.add(t.id)
+    missing = [a for a in ATTENTION_MODULE_ATTRIBUTES if a not in set_attrs and a not in declared]
+    if not missing:
+        return []
+    out: list[tuple[ast.Call, str]] = []
+    for n in nodes_of(cls, ast.Call):
+        assert isinstance(n, ast.Call)
+        if isinstance(n.func, ast.Name) and n.func.id == "setattr":
+            return []
+        if not (n.args and isinstance(n.args[0], ast.Name) and n.args[0].id == "self"):
+            continue
+        func = n.func
+        if (
+            (isinstance(func, ast.Name) and func.id in local)
+            or (
+                isinstance(func, ast.Attribute)
+                and isinstance(func.value, ast.Name)
+                and func.value.id == "self"
+                and func.attr in bound
+            )
+            or _attention_registry(func)
+        ):
+            out.append((n, missing[0]))
+    if out and binding is not None:
+        return [(binding, missing[0])]  # type: ignore[list-item]
+    return out[:1]

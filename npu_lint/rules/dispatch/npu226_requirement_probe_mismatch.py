@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.astutil import nodes_of, str_value
+from npu_lint.core.astutil import last_name, nodes_of, str_value
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.veomni.probes import (
     NPU,
@@ -59,6 +59,33 @@ def _rejects(body: list[ast.stmt]) -> bool:
     return any(isinstance(n, ast.Raise) for stmt in body for n in ast.walk(stmt))
 
 
+_NPU_DEVICE_NAMES = frozenset({"npu", "ascend"})
+
+
+def _catches_import_error(handlers: list[ast.ExceptHandler]) -> bool:
+    for handler in handlers:
+        kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+        if any(k is None or (last_name(k) or "") in ("ImportError", "ModuleNotFoundError") for k in kinds):
+            return True
+    return False
+
+
+def _imports_npu_vendor(stmt: ast.Import | ast.ImportFrom) -> bool:
+    modules = [a.name for a in stmt.names] if isinstance(stmt, ast.Import) else [stmt.module or ""]
+    return any(
+        VENDOR_PACKAGES.get(m.split(".", 1)[0]) == NPU_VENDOR
+        for m in modules
+        if not getattr(stmt, "level", 0)
+    )
+
+
+def _returns(body: list[ast.stmt], value: bool) -> bool:
+    return any(
+        isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Constant) and stmt.value.value is value
+        for stmt in body
+    )
+
+
 class RequirementProbeMismatch(Rule):
     code = "NPU226"
     name = "requirement-probe-mismatch"
@@ -77,7 +104,10 @@ class RequirementProbeMismatch(Rule):
         "and device constants (`IS_NPU_AVAILABLE`, `torch.cuda.is_available()`). It reports a branch that "
         "selects a known package (or an NPU implementation name) and raises under a probe that never tests it "
         "nor its device; a positive probe that raises (`if is_torch_npu_available(): raise ...`, a GPU-only "
-        "backend refusing an Ascend host) excludes another host and is not a requirement check."
+        "backend refusing an Ascend host) excludes another host and is not a requirement check. The NPU branch of a "
+        'hardware requirement (`if self.device_type == "npu":`) that answers with an import of `torch_npu` alone '
+        "(`try: import torch_npu; return True` / `except ImportError: return False`) and probes no device is "
+        "reported too: it passes on any image that ships the wheel, Ascend device or not."
     )
     bad = (
         Example(
@@ -134,7 +164,7 @@ class RequirementProbeMismatch(Rule):
         ),
     )
     fix_safety = "No fix: the probe to call is the tree's own helper for the package, which the author picks."
-    requires = (("available", "AVAILABLE", "find_spec", "FLAGS"),)
+    requires = (("available", "AVAILABLE", "find_spec", "FLAGS", "torch_npu"),)
     node_types = ()
 
     @classmethod
@@ -167,6 +197,8 @@ class RequirementProbeMismatch(Rule):
         for node in nodes_of(tree, ast.If):
             assert isinstance(node, ast.If)
             for compare, value in _selections(node.test):
+                if value in _NPU_DEVICE_NAMES:
+                    self._package_only_gate(node, value, helpers, frozen)
                 need = self._need(value, frozen)
                 if need is None:
                     continue
@@ -185,6 +217,32 @@ class RequirementProbeMismatch(Rule):
                             f"{probe.describe()} (`{ast.unparse(check)}`), never {self._needs_text(value, need)}: "
                             "it rejects the backend where it works and lets it through where it cannot run",
                         )
+
+    def _package_only_gate(
+        self, node: ast.If, value: str, helpers: dict[str, Probe], known: frozenset[str]
+    ) -> None:
+        """The device branch of a hardware requirement (`if self.device_type == "npu":`) that answers with an
+        import of the vendor package alone (`try: import torch_npu; return True / except ImportError: return
+        False`), with no device probe anywhere in the branch."""
+        if NPU in probe_of(ast.Module(body=node.body, type_ignores=[]), helpers, known).backends:
+            return
+        for stmt in node.body:
+            if not isinstance(stmt, ast.Try) or not _catches_import_error(stmt.handlers):
+                continue
+            imported = [
+                n for n in stmt.body if isinstance(n, (ast.Import, ast.ImportFrom)) and _imports_npu_vendor(n)
+            ]
+            if not imported or not _returns(stmt.body + stmt.orelse, True):
+                continue
+            if not any(_returns(h.body, False) for h in stmt.handlers):
+                continue
+            self.report(
+                imported[0],
+                f'the `"{value}"` hardware requirement (line {node.lineno}) is satisfied by importing the vendor '
+                "package alone: it passes on any host that has the wheel installed, with or without an Ascend "
+                "device (CPU and GPU images that ship `torch_npu`), so the NPU rows are selected where they cannot "
+                "run; probe the device too (the tree's `IS_NPU_AVAILABLE` / `is_torch_npu_available()`)",
+            )
 
     @staticmethod
     def _need(value: str, known: frozenset[str]) -> str | None:

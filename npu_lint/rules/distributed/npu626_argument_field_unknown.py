@@ -6,11 +6,19 @@ import ast
 
 from npu_lint.core.astutil import nodes_of
 from npu_lint.rules.base import Example, Rule
-from npu_lint.veomni.argfields import group_classes, group_root, own_classes
+from npu_lint.veomni.argfields import group_classes, group_root, own_classes, root_class
+
+
+def _is_self(node: ast.AST) -> bool:
+    """``self`` or one attribute of it (``self.base``)."""
+    if isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name) and node.id == "self"
 
 
 def _chain(node: ast.Attribute) -> list[str] | None:
-    """``args.train.accelerator.fsdp_config`` / ``self.args.train.seed`` -> ["train", "accelerator", ...]."""
+    """``args.train.accelerator.fsdp_config`` / ``self.args.train.seed`` / ``self.base.args.dpo_config`` (a
+    trainer's composed base trainer) -> ["train", "accelerator", ...]."""
     parts: list[str] = []
     cur: ast.AST = node
     while isinstance(cur, ast.Attribute):
@@ -18,12 +26,34 @@ def _chain(node: ast.Attribute) -> list[str] | None:
         cur = cur.value
         if isinstance(cur, ast.Name) and cur.id == "args":
             break
-        if isinstance(cur, ast.Attribute) and cur.attr == "args" and isinstance(cur.value, ast.Name):
-            if cur.value.id == "self":
-                break
+        if isinstance(cur, ast.Attribute) and cur.attr == "args" and _is_self(cur.value):
+            break
     else:
         return None
     if not isinstance(cur, (ast.Name, ast.Attribute)):
+        return None
+    parts.reverse()
+    return parts
+
+
+def _trainer_args(node: ast.Attribute) -> bool:
+    """Whether the chain is rooted at a trainer's ``self.args`` / ``self.base.args``."""
+    cur: ast.AST = node
+    while isinstance(cur, ast.Attribute):
+        if cur.attr == "args" and _is_self(cur.value):
+            return True
+        cur = cur.value
+    return False
+
+
+def _self_chain(node: ast.Attribute) -> list[str] | None:
+    """``self.data.dataloader_batch_size`` -> ["data", "dataloader_batch_size"]; None for other roots."""
+    parts: list[str] = []
+    cur: ast.AST = node
+    while isinstance(cur, ast.Attribute):
+        parts.append(cur.attr)
+        cur = cur.value
+    if not (isinstance(cur, ast.Name) and cur.id == "self"):
         return None
     parts.reverse()
     return parts
@@ -44,7 +74,13 @@ class ArgumentFieldUnknown(Rule):
         "the field to silence it, reads a value out of step with the FSDP `MixedPrecision` policy (weights "
         "loaded in one dtype, sharded in another). Each chain is resolved on the tree's own dataclasses "
         "(`veomni/arguments/`, with the trainers' subclasses, whose fields count for every trainer), through "
-        "the class each field is annotated with; a class with `__getattr__` or `setattr` ends the walk."
+        "the class each field is annotated with; a class with `__getattr__` or `setattr` ends the walk. A method of an "
+        "argument class is held to the same fields: `self.data.dataloader_batch_size` in `VeOmniArguments` is "
+        "walked from the class `data` is annotated with (a field of `TrainingArguments` read there raises when "
+        "the trainer computes its step count), and a trainer's `self.args.<field>` (or its composed base "
+        "trainer's `self.base.args`) is walked from the class holding the three groups, its subclasses' fields "
+        'included (`getattr(self.args, "dpo", None) and self.args.dpo.average_log_prob` after `dpo` became '
+        "`dpo_config` is always falsy)."
     )
     bad = (
         Example(
@@ -104,7 +140,7 @@ class ArgumentFieldUnknown(Rule):
     )
     fix_safety = "No fix: where the field moved is for the author to name."
 
-    requires = ("args.",)
+    requires = (("args.", "Arguments"),)
     node_types = (ast.Attribute,)
 
     def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
@@ -133,17 +169,60 @@ class ArgumentFieldUnknown(Rule):
             return
         store = isinstance(node.ctx, ast.Store)
         chain = _chain(node)
-        if not chain or len(chain) < 2 or group_root(chain[0]) is None:
+        if chain is not None:
+            if len(chain) < 2 or not self._load():
+                return
+            if group_root(chain[0]) is not None:
+                self._walk(node, chain, group_root(chain[0]), "args", store)
+                return
+            # a top-level field of a trainer's arguments object (`self.args.dpo_config.beta`, a trainer's own
+            # group): walked from the class holding the three groups, its subclasses' fields included (a bare
+            # `args` may be an argparse namespace or a model's own argument tuple: left alone)
+            root = root_class(self._classes)  # type: ignore[arg-type]
+            if root is not None and _trainer_args(node):
+                self._walk(node, chain, root, "", store)
             return
+        chain = _self_chain(node)
+        if chain is None or len(chain) < 2:
+            return
+        owner = self._owner()
+        if owner is None or not self._load():
+            return
+        facts = self._classes.get(owner)  # type: ignore[union-attr]
+        if facts is None or chain[0] not in facts.holds or "*" in facts.attrs:
+            return
+        # a method of an argument class reading a field's nested field (`self.data.dataloader_batch_size` in
+        # `VeOmniArguments.compute_train_steps`): the same walk, from the class the field is annotated with
+        self._walk(node, chain[1:], facts.holds[chain[0]], f"self.{chain[0]}", store)
+
+    def _load(self) -> bool:
         if not self._looked:
             self._looked = True
             self._classes = group_classes(self.ctx.source.path, self.ctx.tree) or own_classes(self.ctx.tree)
+        return self._classes is not None
+
+    def _owner(self) -> str | None:
+        """The class whose method the node is in, when `self` is that method's first parameter."""
+        func, cls = self.ctx.function, self.ctx.class_
+        if func is None or cls is None or func not in cls.body:
+            return None
+        params = func.args.posonlyargs + func.args.args
+        if not params or params[0].arg != "self":
+            return None
+        return cls.name
+
+    def _walk(self, node: ast.Attribute, chain: list[str], root: str | None, label: str, store: bool) -> None:
         classes = self._classes
-        if classes is None:
-            return
-        cls_name = group_root(chain[0])
-        walked = [chain[0]]
-        for attr in chain[1:]:
+        assert classes is not None
+        cls_name = root
+        prefix = "args." if label in ("args", "") else ""
+        if label == "args":
+            walked, rest = [chain[0]], chain[1:]
+        elif label == "":
+            walked, rest = [], chain
+        else:
+            walked, rest = [label], chain
+        for attr in rest:
             facts = classes.get(cls_name or "")
             if facts is None or "*" in facts.attrs:
                 return
@@ -154,17 +233,17 @@ class ArgumentFieldUnknown(Rule):
                 if store:
                     self.report(
                         node,
-                        f"`args.{full}` is set, but `{facts.name}` (and its subclasses in this tree) define no "
+                        f"`{prefix}{full}` is set, but `{facts.name}` (and its subclasses in this tree) define no "
                         f"`{attr}`: the code that reads the configuration reads the dataclass's fields, so this "
                         "setting has no effect (a field a refactor moved?)",
                     )
                     return
-                if full in self._stored():
+                if prefix and full in self._stored():
                     return  # read back what this file set (reported at the assignment)
                 self.report(
                     node,
-                    f"`args.{'.'.join(walked)}` has no field `{attr}`: `{facts.name}` (and its subclasses in "
-                    f"this tree) define none, so `args.{'.'.join([*walked, attr])}` raises AttributeError or "
+                    f"`{(prefix + '.'.join(walked)).rstrip('.') or 'args'}` has no field `{attr}`: `{facts.name}` (and its subclasses in "
+                    f"this tree) define none, so `{prefix}{full}` raises AttributeError or "
                     "reads a field a refactor moved",
                 )
                 return

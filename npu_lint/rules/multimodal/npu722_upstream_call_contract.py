@@ -5,10 +5,12 @@ from __future__ import annotations
 import ast
 import os
 
+from npu_lint.core.astutil import nodes_of
 from npu_lint.rules.base import Example, Rule
 from npu_lint.veomni.patchgen import generated_banner
 from npu_lint.veomni.upcalls import (
     UpstreamCall,
+    attention_module_gaps,
     object_attributes,
     patch_functions,
     pipeline_position_keys,
@@ -68,7 +70,10 @@ class UpstreamCallContract(Rule):
         "multimodal batch (TypeError, AttributeError), on GPU and NPU alike, or only in the dataloader workers. "
         "The upstream functions are read from the installed transformers source (never imported); a keyword the "
         "call may carry through a `**mapping` or `*args` is not reported, and for a wrapped position-id function "
-        "the keywords every `position_id_func(...)` caller of the tree's `veomni/data` passes count as supplied."
+        "the keywords every `position_id_func(...)` caller of the tree's `veomni/data` passes count as supplied. A model-local module that hands itself to an attention function of the registry "
+        "(`self.attention_interface = ALL_ATTENTION_FUNCTIONS[impl]`, then `self.attention_interface(self, q, k, "
+        "v)`) is held to what those functions read without a default: `flash_attention_forward` reads "
+        "`module.config._attn_implementation`, so such a module must set `self.config`."
     )
     bad = (
         Example(
@@ -192,16 +197,20 @@ class UpstreamCallContract(Rule):
     )
     fix_safety = "No fix: what to pass depends on what the installed transformers expects."
 
-    requires = (("override_method", "Source:"),)
+    requires = (("override_method", "Source:", "ATTENTION_FUNCTIONS"),)
 
     @classmethod
     def applies_to(cls, ctx) -> bool:  # type: ignore[no-untyped-def]
         kind = ctx.source.kind
-        return kind.spec or kind.generated
+        return kind.spec or kind.generated or (kind.model_code and not kind.test)
 
     def finish(self) -> None:
         ctx = self.ctx
         text = ctx.source.text
+        if "ATTENTION_FUNCTIONS" in text:
+            self._attention_modules()
+        if not (ctx.source.kind.spec or ctx.source.kind.generated):
+            return
         listed: set[str] | None = None
         if ctx.source.kind.generated:
             listed = {
@@ -225,6 +234,20 @@ class UpstreamCallContract(Rule):
                 root = ctx.project.root
                 pipeline = pipeline_position_keys(os.path.join(str(root), "veomni") if root else None)
             self._check(call, pf, pipeline or frozenset())
+
+    def _attention_modules(self) -> None:
+        """A module handing itself to an attention function of a registry must carry what those functions read
+        (`flash_attention_forward` reads `module.config._attn_implementation`)."""
+        for cls in nodes_of(self.ctx.tree, ast.ClassDef):
+            assert isinstance(cls, ast.ClassDef)
+            for at, attr in attention_module_gaps(cls):
+                self.report(
+                    at,
+                    f"`{cls.name}` hands itself to an attention function of the attention registry, which reads "
+                    f"`module.{attr}` (transformers' `flash_attention_forward` reads "
+                    f"`module.config._attn_implementation`), but no method of `{cls.name}` sets `self.{attr}`: "
+                    "every non-eager attention backend raises AttributeError",
+                )
 
     def _check(self, up: UpstreamCall, pf, pipeline: frozenset[str]) -> None:  # type: ignore[no-untyped-def]
         call, facts = up.node, up.facts

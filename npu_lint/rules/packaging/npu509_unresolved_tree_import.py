@@ -6,9 +6,10 @@ import ast
 import functools
 import os
 
-from npu_lint.core.astutil import last_name, module_package, resolve_relative
+from npu_lint.core.astutil import last_name, module_package, resolve_relative, transformers_version
 from npu_lint.rules.base import Context, Example, Rule
-from npu_lint.veomni.imports import ModuleIndex
+from npu_lint.rules.packaging._shared import _repo_pin
+from npu_lint.veomni.imports import ModuleIndex, upstream_module_defines
 
 _OPTIONAL = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
 
@@ -74,7 +75,7 @@ class UnresolvedTreeImport(Rule):
     name = "unresolved-tree-import"
     summary = (
         "An import (a statement, relative or absolute, or a patch spec's `add_import`) names a module of the "
-        "tree that does not exist, or a name that module does not define."
+        "tree (or of the pinned transformers release) that does not exist, or a name that module does not define."
     )
     why = (
         "NPU ports move code: kernels into `veomni/ops/...`, helpers between `utils` modules, classes into "
@@ -86,7 +87,11 @@ class UnresolvedTreeImport(Rule):
         "copy) only imports of the file's own model package (relative imports from the file's own package; "
         "re-exports "
         "and star imports followed); imports of other packages, imports inside `try` blocks that handle "
-        "`ImportError`, and generated modules a spec will produce are left alone."
+        "`ImportError`, and generated modules a spec will produce are left alone. Imports from `transformers` are "
+        "resolved the same way against the release the tree pins, when that release is the one installed (read "
+        "statically): a module it lacks, or a name a plain module of it does not bind (transformers 5 moved "
+        "`no_init_weights` from `modeling_utils` to `initialization`); its packages export through a lazy import "
+        "structure and are not judged by name."
     )
     bad = (
         Example(
@@ -193,9 +198,48 @@ class UnresolvedTreeImport(Rule):
                 return  # the file's package is unknown
         self._check(node, module, [(node, a.name) for a in node.names if a.name != "*"])
 
+    def _pinned_upstream(self) -> str | None:
+        """The transformers release the tree pins, when it is the one installed (read statically): only then
+        does a name that release lacks mean the tree's import fails."""
+        cached = self.ctx.memo.get("npu509-pinned", False)
+        if cached is not False:
+            return cached  # type: ignore[return-value]
+        root = str(self.ctx.project.root)
+
+        def compute() -> str | None:
+            pin = _repo_pin(root)
+            version = transformers_version()
+            return pin[0] if pin is not None and version is not None and pin[0] == version else None
+
+        pinned = self.ctx.project.remember(("npu509-pinned-upstream", root), compute)  # read once per project
+        self.ctx.memo["npu509-pinned"] = pinned
+        return pinned
+
+    def _check_upstream(self, node: ast.AST, module: str, names: list[tuple[ast.AST, str]]) -> None:
+        version = self._pinned_upstream()
+        if version is None:
+            return
+        if upstream_module_defines(module, None) is False:
+            self.report(
+                node,
+                f"transformers=={version} (the tree's pin, installed) has no module `{module}`: this import "
+                "raises ImportError (moved or removed in that release?)",
+            )
+            return
+        for at, name in names:
+            if upstream_module_defines(module, name) is False:
+                self.report(
+                    at,
+                    f"`{module}` of transformers=={version} (the tree's pin, installed) defines no `{name}`: "
+                    "this import raises ImportError (moved or removed in that release?)",
+                )
+
     def _check(self, node: ast.AST, module: str, names: list[tuple[ast.AST, str]]) -> None:
         index = self.ctx.project.api.index
         api = self.ctx.project.api
+        if module.split(".")[0] == "transformers":
+            self._check_upstream(node, module, names)
+            return
         if (
             index is None
             or not module
