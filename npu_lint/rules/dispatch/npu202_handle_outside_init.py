@@ -281,14 +281,9 @@ def _reads_installed_config(node: ast.AST, func: ast.AST, depth: int = 0) -> boo
         if isinstance(sub, ast.Call) and call_name(sub) in (IMPL_RESOLVERS | _CONFIG_GETTERS):
             return True
         if isinstance(sub, ast.Name) and depth < 4 and sub.id not in _params(func):
-            values = [
-                a.value
-                for a in ast.walk(func)
-                if isinstance(a, ast.Assign)
-                and any(isinstance(t, ast.Name) and t.id == sub.id for t in a.targets)
-            ]
-            if len(values) == 1 and _reads_installed_config(values[0], func, depth + 1):
-                return True
+            values = _bindings(func, sub.id)
+            if values and any(_reads_installed_config(v, func, depth + 1) for v in values):
+                return True  # some binding reads it: the local follows the installed config
     return False
 
 
@@ -299,6 +294,33 @@ def _params(func: ast.AST) -> set[str]:
     names = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
     names.update(a.arg for a in (args.vararg, args.kwarg) if a is not None)
     return names
+
+
+def _bindings(func: ast.AST, name: str) -> list[ast.expr] | None:
+    """The values a function's plain assignments bind to local ``name`` (``name = v``, in any branch), or None when
+    it is also bound otherwise (a loop target, an augmented or annotated assignment, a walrus, an unpacking), so
+    its values cannot all be read."""
+    values: list[ast.expr] = []
+    for sub in ast.walk(func):
+        if isinstance(sub, ast.Assign):
+            for target in sub.targets:
+                if isinstance(target, ast.Name) and target.id == name:
+                    values.append(sub.value)
+                elif not isinstance(target, ast.Name) and any(
+                    isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
+                    for n in ast.walk(target)
+                ):
+                    return None
+        else:
+            if isinstance(sub, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor, ast.NamedExpr)):
+                stores = [sub.target]
+            elif isinstance(sub, (ast.With, ast.AsyncWith)):
+                stores = [item.optional_vars for item in sub.items if item.optional_vars is not None]
+            else:
+                continue
+            if any(isinstance(n, ast.Name) and n.id == name for store in stores for n in ast.walk(store)):
+                return None
+    return values
 
 
 def _fixed(node: ast.AST, func: ast.AST, ctx: Context, depth: int = 0) -> bool:
@@ -318,19 +340,14 @@ def _fixed(node: ast.AST, func: ast.AST, ctx: Context, depth: int = 0) -> bool:
     if isinstance(node, ast.Name):
         if node.id in _params(func):
             return False
-        values = [
-            sub.value
-            for sub in ast.walk(func)
-            if isinstance(sub, ast.Assign)
-            and any(isinstance(t, ast.Name) and t.id == node.id for t in sub.targets)
-        ]
+        values = _bindings(func, node.id)
+        if values is None:
+            return False  # bound by a loop, an augmented assignment, a walrus...: may change per call
         if not values:
-            return not any(
-                isinstance(sub, (ast.AugAssign, ast.AnnAssign, ast.For, ast.NamedExpr))
-                and any(isinstance(n, ast.Name) and n.id == node.id for n in ast.walk(sub))
-                for sub in ast.walk(func)
-            )  # a module-level name
-        return depth < 4 and len(values) == 1 and _fixed(values[0], func, ctx, depth + 1)
+            return True  # a module-level name
+        # every binding fixed (`impl = resolve_op_impl("f")` then `if impl == "triton": impl = "eager"`): the
+        # local is one of a few values fixed per call site, the same on every call
+        return depth < 4 and all(_fixed(v, func, ctx, depth + 1) for v in values)
     if isinstance(node, (ast.IfExp, ast.Compare, ast.BoolOp, ast.BinOp, ast.UnaryOp, ast.JoinedStr)):
         # `"eager" if impl == "triton" else impl`: fixed when every operand is
         return all(
