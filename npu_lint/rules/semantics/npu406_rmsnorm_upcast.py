@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import ast
+import re
 
 from npu_lint.core.astutil import call_name, nodes_of
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.semantics._rms_math import fp32_value, receiver, rms_function, squares_mean
 from npu_lint.veomni.patchgen import effective_patches, spec_for_generated
-from npu_lint.veomni.upstream import PatchedMethod, file_source_module, patched_methods, upstream_class_method
+from npu_lint.veomni.upstream import (
+    PatchedMethod,
+    file_source_module,
+    patch_description,
+    patched_methods,
+    upstream_class_method,
+)
+
+# a description that promises fp32 numerics ("official eager FP32 fallback", "float32 statistics")
+_FP32_PROMISE = re.compile(r"\b(fp32|float32|full[ -]precision)\b", re.IGNORECASE)
 
 
 def _eager_math(func: ast.AST) -> ast.AST | None:
@@ -696,6 +706,16 @@ class RmsNormUpcast(Rule):
                     f"`{patched.cls}.forward` multiplies by the weight after casting back to the input dtype (in "
                     f"bf16/fp16), where its spec's `{spec_name}` scales in fp32 and casts the product back: this "
                     "generated copy computes the norm with other numerics than the code it is generated from",
+                )
+                return
+            description = patch_description(patched.func)
+            if description and _FP32_PROMISE.search(description):
+                self.report(
+                    mine[1],
+                    f"`{patched.cls}.forward` multiplies by the weight after casting back to the input dtype (in "
+                    f"bf16/fp16), where its patch promises fp32 numerics (description: {description!r}): the weight "
+                    "is applied at the input precision, not in fp32 before the cast back (`(self.weight.float() * "
+                    "hidden_states).to(input_dtype)`); the eager fallback no longer computes what the patch declares",
                 )
                 return
         # only the loss of precision: a patch that scales in fp32 where upstream scales after the cast back
