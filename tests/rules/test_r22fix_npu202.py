@@ -100,3 +100,40 @@ def test_a_method_whose_remapped_local_reads_the_installed_config_is_reported() 
     )
     assert [d.line for d in diags] == [13]
     assert "read from the ops config installed when the call runs" in diags[0].message
+
+
+ATTENTION = """
+from veomni.models_kernel.utils.op_utils import attention_op
+from veomni.patchgen.patch_spec import PatchConfig
+
+config = PatchConfig(source_module="transformers.models.toy.modeling_toy", target_file="x_gpu.py")
+{init}
+
+@config.override_method("ToyAttention.forward")
+def toy_attention_forward(self, q, k, v):
+    return attention_op()(self, q, k, v)
+"""
+
+PATCHED_INIT = """
+@config.override_method("ToyAttention.__init__")
+def toy_attention_init(self, config, layer_idx):
+    self.layer_idx = layer_idx
+    self.veomni_attn = attention_op()
+"""
+
+
+def _lint_attention(init: str) -> list:
+    src = SourceFile.from_text(SPEC, textwrap.dedent(ATTENTION.format(init=init)).lstrip("\n"))
+    return lint_source(src, ["NPU202"], Settings(), _interned())
+
+
+def test_per_call_helper_beside_the_handle_its_patched_init_stores() -> None:
+    # round 22: the forward calls `attention_op()` again instead of the `self.veomni_attn` its `__init__` built
+    diags = _lint_attention(PATCHED_INIT)
+    assert [d.line for d in diags] == [14]
+    assert "already stores its handle as `self.veomni_attn`" in diags[0].message
+
+
+def test_per_call_helper_in_a_forward_whose_init_is_not_patched_is_quiet() -> None:
+    # the tree documents `attention_op()` as callable in `forward` where the module's `__init__` is not patched
+    assert not _lint_attention("")

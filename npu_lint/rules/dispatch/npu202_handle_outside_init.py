@@ -41,7 +41,12 @@ class HandleOutsideInit(Rule):
         "instance exists that could own the handle), the implementation is read from the process-wide ops "
         "config when the call runs (`resolve_op_impl(...)`, `get_ops_config()`), so the layer follows whichever "
         "ops config was installed last instead of the one it was built with. A helper whose docstring says it is "
-        "interned or may be called in `forward` (`attention_op()` there) is not reported; a docstring that says "
+        "interned or may be called in `forward` (`attention_op()` there) is not reported, unless the method's class "
+        "has its `__init__` patched to store the helper's handle on `self` (`self.veomni_attn = attention_op()`): "
+        "then the call in `forward` resolves the implementation again from whatever ops config is installed "
+        "instead of calling the instance's handle. A local bound by several assignments (`impl = "
+        'resolve_op_impl(...)` then `if impl == "triton": impl = "eager"`) is as fixed as its bindings. '
+        "A docstring that says "
         "not to call it from `forward` makes every per-call construction a finding, citing it. Outside a tree "
         "(no docstring to read) every per-call construction is reported."
     )
@@ -213,6 +218,32 @@ class HandleOutsideInit(Rule):
             )
             self.report(call, message, migration_fix(self.ctx))
 
+    def _init_handle(self, func: ast.AST, name: str | None) -> tuple[str, str, int] | None:
+        """(class, attribute, line) where the `__init__` of the class ``func`` is a method of (its own, or a spec's
+        patch of it in this file) stores a handle built by the same helper (`self.veomni_attn = attention_op()`)."""
+        if name is None or not self._is_method(func):
+            return None
+        cls = self.functions[func][0]
+        if cls is None:
+            return None
+        for other, (owner, _name, _free) in self.functions.items():
+            if owner != cls or method_name(other) != "__init__":
+                continue
+            for node in ast.walk(other):
+                if (
+                    isinstance(node, ast.Assign)
+                    and isinstance(node.value, ast.Call)
+                    and call_name(node.value, self.ctx) == name
+                ):
+                    for target in node.targets:
+                        if (
+                            isinstance(target, ast.Attribute)
+                            and isinstance(target.value, ast.Name)
+                            and target.value.id == "self"
+                        ):
+                            return cls, target.attr, node.lineno
+        return None
+
     def _is_method(self, func: ast.AST) -> bool:
         """A method of a class (its own, or the one a patch spec's function replaces a method of): an instance
         exists that could own the handle."""
@@ -231,7 +262,17 @@ class HandleOutsideInit(Rule):
         if api.interned_by is None:
             return ""
         if name in api.per_call_helpers:
-            return None  # the tree documents the helper as interned and callable from forward
+            # the tree documents the helper as interned and callable from forward, where no instance keeps the
+            # handle; a method of a class whose `__init__` (patched here) already stores one is not that case
+            built = self._init_handle(func, name)
+            if built is None:
+                return None
+            cls, attr, line = built
+            return (
+                f" although `{cls}.__init__` (line {line}) already stores its handle as `self.{attr}`: the call "
+                f"here resolves the implementation from the ops config installed when it runs, not the one the "
+                f"model was built with (call `self.{attr}`)"
+            )
         if name not in INSTANCE_HANDLES:
             return ""
         varying = [
