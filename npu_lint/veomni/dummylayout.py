@@ -17,7 +17,9 @@ import re
 from npu_lint.core.memo import per_tree
 from npu_lint.veomni.upstream import decorator_target
 
-_FACTORIES = frozenset({"zeros", "ones", "empty", "randn", "rand", "full", "zeros_like"})
+_FACTORIES = frozenset(
+    {"zeros", "ones", "empty", "randn", "rand", "full", "new_zeros", "new_ones", "new_empty", "new_full"}
+)
 # an axis named for a feature size (not a length): the mel bins, the channels, the hidden or embedding size
 FEATURE_AXIS = re.compile(
     r"(bins|channels|chans|hidden_size|hidden_dim|embed_dim|feature_size|features|in_dim)$"
@@ -41,7 +43,7 @@ def _label(node: ast.expr) -> str | None:
 def _shape(call: ast.Call) -> Layout | None:
     """The axis labels of a tensor factory call: ``torch.zeros((a, self.b), ...)`` or ``torch.zeros(a, self.b)``."""
     func = call.func
-    if not (isinstance(func, ast.Attribute) and func.attr in _FACTORIES and func.attr != "zeros_like"):
+    if not (isinstance(func, ast.Attribute) and func.attr in _FACTORIES):
         return None
     if not call.args:
         return None
@@ -51,7 +53,7 @@ def _shape(call: ast.Call) -> Layout | None:
         if isinstance(first, (ast.Tuple, ast.List))
         else [a for a in call.args if not isinstance(a, ast.Starred)]
     )
-    if func.attr == "full" and not isinstance(first, (ast.Tuple, ast.List)):
+    if func.attr in ("full", "new_full") and not isinstance(first, (ast.Tuple, ast.List)):
         return None
     if len(dims) < 2:
         return None

@@ -62,3 +62,15 @@ def test_positional_dummy_call_and_a_dropped_line() -> None:
 def test_dummy_without_a_feature_axis_says_nothing() -> None:
     text = TEMPLATE.format(entry="pass", call=KEYWORD).replace("self.num_mel_bins", "self.n_frames")
     assert not lint_snippet(SPEC, text, ["NPU706"])
+
+
+def test_dummy_built_with_new_zeros_and_positional_sizes() -> None:
+    text = TEMPLATE.format(entry="pass", call=KEYWORD).replace(
+        "torch.zeros((min_len, self.num_mel_bins), dtype=self.conv.weight.dtype, device=self.device)",
+        "self.conv.weight.new_zeros(min_len, self.num_mel_bins)",
+    )
+    assert "new_zeros" in text
+    assert [d.line for d in lint_snippet(SPEC, text, ["NPU706"])] == [13]
+    assert not lint_snippet(
+        SPEC, text.replace("    pass\n", "    input_features = input_features.t()\n"), ["NPU706"]
+    )
