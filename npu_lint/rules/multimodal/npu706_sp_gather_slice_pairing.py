@@ -578,8 +578,9 @@ class SpGatherSlicePairing(Rule):
         ``dummy_forward`` (the layout the data has) gives to a feature size: ``input_features`` arrives as
         ``(len, num_mel_bins)`` and is gathered on dim 1 without being permuted first. The input's axes are
         followed through its rebindings (``x = x.permute(1, 0)``, ``x.T``, ``x.transpose(0, 1)``, ``x.contiguous()``)
-        in line order; any other rebinding ends the reading. Reported at the forward's first read of the input,
-        where it is taken in without the permutation."""
+        in line order; any other rebinding ends the reading, and an input the forward did permute is left to the
+        axis checks of its gathers and slices. Reported at the forward's first read of the input, where it is
+        taken in without the permutation."""
         if not isinstance(func, ast.FunctionDef):
             return
         cls = forward_owner(self.ctx.tree, func)
@@ -611,8 +612,8 @@ class SpGatherSlicePairing(Rule):
                     if stmt.lineno >= call.lineno or current is None:
                         break
                     current = relaid(stmt.value, name, current) if len(stmt.targets) == 1 else None
-                if current is None or dim is None or not -len(current) <= dim < len(current):
-                    continue
+                if current != layout or dim is None or not -len(current) <= dim < len(current):
+                    continue  # unknown, or permuted by the forward: a wrong axis after that is the gather's own
                 label = current[dim]
                 if not (label and FEATURE_AXIS.search(label)):
                     continue
