@@ -620,6 +620,27 @@ def decorator_target(func: ast.FunctionDef) -> tuple[str, str] | None:
 
 _decorator_target = decorator_target  # the name other modules import
 
+_PATCH_DECORATORS = frozenset({"override_method", "modify_init", "replace_function", "replace_class"})
+
+
+def patch_description(func: ast.FunctionDef) -> str | None:
+    """The ``description=`` a spec gives the patch its decorator declares (``@config.override_method("C.forward",
+    description="... with official eager FP32 fallback")``): what the author says the replacement does."""
+    for deco in func.decorator_list:
+        if (
+            isinstance(deco, ast.Call)
+            and isinstance(deco.func, ast.Attribute)
+            and deco.func.attr in _PATCH_DECORATORS
+        ):
+            for kw in deco.keywords:
+                if (
+                    kw.arg == "description"
+                    and isinstance(kw.value, ast.Constant)
+                    and isinstance(kw.value.value, str)
+                ):
+                    return kw.value.value
+    return None
+
 
 def replaced_function(func: ast.FunctionDef) -> str | None:
     """The upstream module-level function a spec's ``@config.replace_function("name")`` replaces."""

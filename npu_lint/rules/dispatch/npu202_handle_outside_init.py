@@ -41,7 +41,12 @@ class HandleOutsideInit(Rule):
         "instance exists that could own the handle), the implementation is read from the process-wide ops "
         "config when the call runs (`resolve_op_impl(...)`, `get_ops_config()`), so the layer follows whichever "
         "ops config was installed last instead of the one it was built with. A helper whose docstring says it is "
-        "interned or may be called in `forward` (`attention_op()` there) is not reported; a docstring that says "
+        "interned or may be called in `forward` (`attention_op()` there) is not reported, unless the method's class "
+        "has its `__init__` patched to store the helper's handle on `self` (`self.veomni_attn = attention_op()`): "
+        "then the call in `forward` resolves the implementation again from whatever ops config is installed "
+        "instead of calling the instance's handle. A local bound by several assignments (`impl = "
+        'resolve_op_impl(...)` then `if impl == "triton": impl = "eager"`) is as fixed as its bindings. '
+        "A docstring that says "
         "not to call it from `forward` makes every per-call construction a finding, citing it. Outside a tree "
         "(no docstring to read) every per-call construction is reported."
     )
@@ -213,6 +218,32 @@ class HandleOutsideInit(Rule):
             )
             self.report(call, message, migration_fix(self.ctx))
 
+    def _init_handle(self, func: ast.AST, name: str | None) -> tuple[str, str, int] | None:
+        """(class, attribute, line) where the `__init__` of the class ``func`` is a method of (its own, or a spec's
+        patch of it in this file) stores a handle built by the same helper (`self.veomni_attn = attention_op()`)."""
+        if name is None or not self._is_method(func):
+            return None
+        cls = self.functions[func][0]
+        if cls is None:
+            return None
+        for other, (owner, _name, _free) in self.functions.items():
+            if owner != cls or method_name(other) != "__init__":
+                continue
+            for node in ast.walk(other):
+                if (
+                    isinstance(node, ast.Assign)
+                    and isinstance(node.value, ast.Call)
+                    and call_name(node.value, self.ctx) == name
+                ):
+                    for target in node.targets:
+                        if (
+                            isinstance(target, ast.Attribute)
+                            and isinstance(target.value, ast.Name)
+                            and target.value.id == "self"
+                        ):
+                            return cls, target.attr, node.lineno
+        return None
+
     def _is_method(self, func: ast.AST) -> bool:
         """A method of a class (its own, or the one a patch spec's function replaces a method of): an instance
         exists that could own the handle."""
@@ -231,7 +262,17 @@ class HandleOutsideInit(Rule):
         if api.interned_by is None:
             return ""
         if name in api.per_call_helpers:
-            return None  # the tree documents the helper as interned and callable from forward
+            # the tree documents the helper as interned and callable from forward, where no instance keeps the
+            # handle; a method of a class whose `__init__` (patched here) already stores one is not that case
+            built = self._init_handle(func, name)
+            if built is None:
+                return None
+            cls, attr, line = built
+            return (
+                f" although `{cls}.__init__` (line {line}) already stores its handle as `self.{attr}`: the call "
+                f"here resolves the implementation from the ops config installed when it runs, not the one the "
+                f"model was built with (call `self.{attr}`)"
+            )
         if name not in INSTANCE_HANDLES:
             return ""
         varying = [
@@ -281,14 +322,9 @@ def _reads_installed_config(node: ast.AST, func: ast.AST, depth: int = 0) -> boo
         if isinstance(sub, ast.Call) and call_name(sub) in (IMPL_RESOLVERS | _CONFIG_GETTERS):
             return True
         if isinstance(sub, ast.Name) and depth < 4 and sub.id not in _params(func):
-            values = [
-                a.value
-                for a in ast.walk(func)
-                if isinstance(a, ast.Assign)
-                and any(isinstance(t, ast.Name) and t.id == sub.id for t in a.targets)
-            ]
-            if len(values) == 1 and _reads_installed_config(values[0], func, depth + 1):
-                return True
+            values = _bindings(func, sub.id)
+            if values and any(_reads_installed_config(v, func, depth + 1) for v in values):
+                return True  # some binding reads it: the local follows the installed config
     return False
 
 
@@ -299,6 +335,33 @@ def _params(func: ast.AST) -> set[str]:
     names = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
     names.update(a.arg for a in (args.vararg, args.kwarg) if a is not None)
     return names
+
+
+def _bindings(func: ast.AST, name: str) -> list[ast.expr] | None:
+    """The values a function's plain assignments bind to local ``name`` (``name = v``, in any branch), or None when
+    it is also bound otherwise (a loop target, an augmented or annotated assignment, a walrus, an unpacking), so
+    its values cannot all be read."""
+    values: list[ast.expr] = []
+    for sub in ast.walk(func):
+        if isinstance(sub, ast.Assign):
+            for target in sub.targets:
+                if isinstance(target, ast.Name) and target.id == name:
+                    values.append(sub.value)
+                elif not isinstance(target, ast.Name) and any(
+                    isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
+                    for n in ast.walk(target)
+                ):
+                    return None
+        else:
+            if isinstance(sub, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor, ast.NamedExpr)):
+                stores = [sub.target]
+            elif isinstance(sub, (ast.With, ast.AsyncWith)):
+                stores = [item.optional_vars for item in sub.items if item.optional_vars is not None]
+            else:
+                continue
+            if any(isinstance(n, ast.Name) and n.id == name for store in stores for n in ast.walk(store)):
+                return None
+    return values
 
 
 def _fixed(node: ast.AST, func: ast.AST, ctx: Context, depth: int = 0) -> bool:
@@ -318,19 +381,14 @@ def _fixed(node: ast.AST, func: ast.AST, ctx: Context, depth: int = 0) -> bool:
     if isinstance(node, ast.Name):
         if node.id in _params(func):
             return False
-        values = [
-            sub.value
-            for sub in ast.walk(func)
-            if isinstance(sub, ast.Assign)
-            and any(isinstance(t, ast.Name) and t.id == node.id for t in sub.targets)
-        ]
+        values = _bindings(func, node.id)
+        if values is None:
+            return False  # bound by a loop, an augmented assignment, a walrus...: may change per call
         if not values:
-            return not any(
-                isinstance(sub, (ast.AugAssign, ast.AnnAssign, ast.For, ast.NamedExpr))
-                and any(isinstance(n, ast.Name) and n.id == node.id for n in ast.walk(sub))
-                for sub in ast.walk(func)
-            )  # a module-level name
-        return depth < 4 and len(values) == 1 and _fixed(values[0], func, ctx, depth + 1)
+            return True  # a module-level name
+        # every binding fixed (`impl = resolve_op_impl("f")` then `if impl == "triton": impl = "eager"`): the
+        # local is one of a few values fixed per call site, the same on every call
+        return depth < 4 and all(_fixed(v, func, ctx, depth + 1) for v in values)
     if isinstance(node, (ast.IfExp, ast.Compare, ast.BoolOp, ast.BinOp, ast.UnaryOp, ast.JoinedStr)):
         # `"eager" if impl == "triton" else impl`: fixed when every operand is
         return all(

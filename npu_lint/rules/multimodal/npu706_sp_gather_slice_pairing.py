@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from npu_lint.core.astutil import call_name, nodes_of
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.rules.base import Example, Rule
+from npu_lint.veomni.dummylayout import FEATURE_AXIS, dummy_input_layouts, forward_owner, relaid
 
 # Sequence-parallel helpers by what they do to the sequence axis. Names are matched on the called name's last
 # component; module-level helpers of the linted file that return one of these on their first parameter count
@@ -160,7 +161,8 @@ class SpGatherSlicePairing(Rule):
         "unpadded and sliced as if it had been, a padded side "
         "tensor (rotary table, position embeddings) or a media mask read after the slice-back is never sliced, "
         "media embeddings filled into the gathered sequence stay rank-local, or a gather works on the wrong "
-        "dimension."
+        "dimension (a tower's input gathered or sliced along the axis its own `dummy_forward` gives to a feature "
+        "size)."
     )
     why = (
         "Under sequence parallelism (Ulysses) each rank holds a shard of the sequence. A wrapper that needs the "
@@ -189,7 +191,12 @@ class SpGatherSlicePairing(Rule):
         "the sequence is sliced back must be cut to the rank's range too (`mask[:, start:end]`). The two halves "
         "of a pair (and the gathers of a fill's sequence and of its media rows) run under the same condition "
         "beyond the SP switch: a gather under `if self.training and sp_enabled:` undone under `if sp_enabled:` "
-        "slices a shard of a shard in evaluation."
+        "slices a shard of a shard in evaluation. "
+        "A tower's input arrives in the layout its `dummy_forward` builds (the layout the data has: Qwen3-Omni's "
+        "audio encoder gets `(len, num_mel_bins)`); a `forward` that gathers, slices or pads that input along an "
+        "axis the dummy gives to a feature size (`num_mel_bins`, channels, hidden size), following its "
+        "permutes and transposes, treats the features as the sequence: the permute to the layout it reads was "
+        "dropped."
     )
     bad = (
         Example(
@@ -342,6 +349,26 @@ class SpGatherSlicePairing(Rule):
             path="veomni/models/transformers/qwen2_5_omni/qwen2_5_omni_gpu_patch_gen_config.py",
             title="the audio mask comes from this rank's ids, the sequence it fills is gathered",
         ),
+        Example(
+            """
+            import torch
+            from veomni.distributed.parallel_state import get_parallel_state
+            from veomni.distributed.sequence_parallel import gather_outputs
+
+
+            class ToyAudioEncoder(torch.nn.Module):
+                def forward(self, input_features, feature_lens):
+                    if get_parallel_state().sp_enabled:
+                        input_features = gather_outputs(input_features, gather_dim=1, group=get_parallel_state().sp_group)
+                    return self.encode(input_features.T.split(feature_lens.tolist(), dim=0))
+
+                def dummy_forward(self):
+                    feats = torch.zeros((self.n_window * 2, self.num_mel_bins), device=self.device)
+                    return self(input_features=feats, feature_lens=torch.tensor([self.n_window * 2]))
+            """,
+            path="veomni/models/transformers/toy_omni/modeling_toy_omni.py",
+            title="a tower's (len, mel) input gathered on its mel axis (the permute dropped)",
+        ),
     )
     good = (
         Example(
@@ -450,6 +477,26 @@ class SpGatherSlicePairing(Rule):
             """,
             path="veomni/models/transformers/qwen2_5_omni/qwen2_5_omni_gpu_patch_gen_config.py",
         ),
+        Example(
+            """
+            import torch
+            from veomni.distributed.parallel_state import get_parallel_state
+            from veomni.distributed.sequence_parallel import gather_outputs
+
+
+            class ToyAudioEncoder(torch.nn.Module):
+                def forward(self, input_features, feature_lens):
+                    input_features = input_features.permute(1, 0)  # (len, mel) -> (mel, len)
+                    if get_parallel_state().sp_enabled:
+                        input_features = gather_outputs(input_features, gather_dim=1, group=get_parallel_state().sp_group)
+                    return self.encode(input_features.T.split(feature_lens.tolist(), dim=0))
+
+                def dummy_forward(self):
+                    feats = torch.zeros((self.n_window * 2, self.num_mel_bins), device=self.device)
+                    return self(input_features=feats, feature_lens=torch.tensor([self.n_window * 2]))
+            """,
+            path="veomni/models/transformers/toy_omni/modeling_toy_omni.py",
+        ),
     )
     fix_safety = "No fix: where the missing gather or slice belongs depends on the data flow."
 
@@ -524,6 +571,70 @@ class SpGatherSlicePairing(Rule):
             "with a fraction of the heads instead of this rank's sequence shard",
         )
 
+    def _input_layout(
+        self, func: ast.FunctionDef | ast.AsyncFunctionDef, sp_calls: list[tuple[ast.Call, str, int | None]]
+    ) -> None:
+        """A tower's ``forward`` gathering, slicing or padding its input along an axis that the tower's own
+        ``dummy_forward`` (the layout the data has) gives to a feature size: ``input_features`` arrives as
+        ``(len, num_mel_bins)`` and is gathered on dim 1 without being permuted first. The input's axes are
+        followed through its rebindings (``x = x.permute(1, 0)``, ``x.T``, ``x.transpose(0, 1)``, ``x.contiguous()``)
+        in line order; any other rebinding ends the reading, and an input the forward did permute is left to the
+        axis checks of its gathers and slices. Reported at the forward's first read of the input, where it is
+        taken in without the permutation."""
+        if not isinstance(func, ast.FunctionDef):
+            return
+        cls = forward_owner(self.ctx.tree, func)
+        layouts = dummy_input_layouts(self.ctx.tree, cls) if cls is not None else {}
+        if not layouts:
+            return
+        positional = [a.arg for a in (*func.args.posonlyargs, *func.args.args)][1:]
+        known = {*positional, *(a.arg for a in func.args.kwonlyargs)}
+        for key, layout in layouts.items():
+            name = positional[int(key[1:])] if key.startswith("#") and int(key[1:]) < len(positional) else key
+            if name not in known or not any(label and FEATURE_AXIS.search(label) for label in layout):
+                continue
+            rebinds = sorted(
+                (
+                    n
+                    for n in nodes_of(func, ast.Assign)
+                    if isinstance(n, ast.Assign)
+                    and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
+                ),
+                key=lambda n: n.lineno,
+            )
+            reads = sorted(
+                (c for c in sp_calls if _first_name(c[0]) == name and c[2] is not None),
+                key=lambda c: c[0].lineno,
+            )
+            for call, _kind, dim in reads:
+                current: tuple[str | None, ...] | None = layout
+                for stmt in rebinds:
+                    if stmt.lineno >= call.lineno or current is None:
+                        break
+                    current = relaid(stmt.value, name, current) if len(stmt.targets) == 1 else None
+                if current != layout or dim is None or not -len(current) <= dim < len(current):
+                    continue  # unknown, or permuted by the forward: a wrong axis after that is the gather's own
+                label = current[dim]
+                if not (label and FEATURE_AXIS.search(label)):
+                    continue
+                entry = min(
+                    (
+                        n
+                        for n in nodes_of(func, ast.Name)
+                        if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+                    ),
+                    key=lambda n: (n.lineno, n.col_offset),
+                )
+                shown = ", ".join(lab or "?" for lab in layout)
+                self.report(
+                    entry,
+                    f"`{name}` enters `{cls}.forward` in the layout `{cls}.dummy_forward` builds it in, the "
+                    f"layout of the data (`({shown})`), and is not permuted: `{_called(call)}` at line "
+                    f"{call.lineno} takes its dim {dim}, `{label}` in that layout, as the sequence axis; "
+                    "permute the input to the layout the forward reads first",
+                )
+                return
+
     def _output_gather_dims(
         self, func: ast.FunctionDef | ast.AsyncFunctionDef, sp_calls: list[tuple[ast.Call, str, int | None]]
     ) -> None:
@@ -577,6 +688,8 @@ class SpGatherSlicePairing(Rule):
             self._local_id_masks(func)
         if not kinds & {"gather", "slice", "pad", "unpad"}:
             return
+        if "dummy_forward" in self.ctx.source.text:
+            self._input_layout(func, sp_calls)
         self._func = func
         ordered: list[tuple[ast.stmt, bool]] = []
         _statements(func.body, False, ordered)

@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import ast
+import re
 
 from npu_lint.core.astutil import call_name, nodes_of
 from npu_lint.core.astutil import walk as _walk  # ast.walk's order, as a list (faster)
 from npu_lint.rules.base import Context, Example, Rule
 from npu_lint.rules.semantics._rms_math import fp32_value, receiver, rms_function, squares_mean
 from npu_lint.veomni.patchgen import effective_patches, spec_for_generated
-from npu_lint.veomni.upstream import PatchedMethod, file_source_module, patched_methods, upstream_class_method
+from npu_lint.veomni.upstream import (
+    PatchedMethod,
+    file_source_module,
+    patch_description,
+    patched_methods,
+    upstream_class_method,
+)
+
+# a description that promises fp32 numerics ("official eager FP32 fallback", "float32 statistics")
+_FP32_PROMISE = re.compile(r"\b(fp32|float32|full[ -]precision)\b", re.IGNORECASE)
 
 
 def _eager_math(func: ast.AST) -> ast.AST | None:
@@ -326,6 +336,7 @@ class RmsNormUpcast(Rule):
         " Liger's functional RMSNorm given a literal `casting_mode` of `llama` (or `none`) for a norm whose upstream forward scales in fp32 is reported the same way."
         " A kernel module's eager fallback (a public module-level function of `veomni/ops` or of model code that computes the mean of squares of its own argument, `def fallback(x, weight, eps)`, or a forward a patch binds onto an RMSNorm class, `def rms_norm_forward(self, x)` reading `self.eps`) is judged the same way; a private helper (`_norm(x)`) is given fp32 by its caller and is not."
         " The statistic computed by the class's own helper method (`self.norm(x)`, `self._norm(x)`: a method that squares its argument without casting it) is followed to its callers: a forward (in the tree's own RMSNorm, or a spec's or generated copy of an upstream one whose forward hands the helper an fp32 tensor) that passes the activations uncast is reported."
+        " A spec's replacement is also held to what its patch's `description=` promises: a description that says fp32 (`\"... official eager FP32 fallback\"`, float32, full precision) with a forward that multiplies by the weight after the cast back is reported even where upstream scales after the cast (the author declared the fp32 product; the NPU sibling that reuses the replacement runs that eager path)."
         " A generated file is also held to its own spec: where the spec's replacement of the forward scales in fp32 (a deliberate fp32 fallback that upstream does not have), a generated copy that casts back first and multiplies in the input dtype is reported (the copy no longer computes what it was generated from)."
     )
     bad = (
@@ -421,6 +432,27 @@ class RmsNormUpcast(Rule):
             """,
             path="veomni/models/transformers/wan/modeling_wan.py",
             title="the class's norm helper handed the activations uncast",
+        ),
+        Example(
+            """
+            import torch
+            from veomni.patchgen.patch_spec import PatchConfig
+
+            config = PatchConfig(source_module="transformers.models.qwen3.modeling_qwen3", target_file="x.py")
+
+
+            @config.override_method("Qwen3RMSNorm.forward", description="Kernel guard with an eager fp32 fallback")
+            def qwen3_rmsnorm_forward_patched(self, hidden_states):
+                if veomni_rms_norm.use_non_eager_impl:
+                    return veomni_rms_norm(hidden_states, self.weight, self.variance_epsilon)
+                input_dtype = hidden_states.dtype
+                hidden_states = hidden_states.to(torch.float32)
+                variance = hidden_states.pow(2).mean(-1, keepdim=True)
+                hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+                return self.weight * hidden_states.to(input_dtype)
+            """,
+            path="veomni/models/transformers/qwen3/qwen3_gpu_patch_gen_config.py",
+            title="the weight applied after the cast back where the patch promises fp32",
         ),
     )
     good = (
@@ -696,6 +728,16 @@ class RmsNormUpcast(Rule):
                     f"`{patched.cls}.forward` multiplies by the weight after casting back to the input dtype (in "
                     f"bf16/fp16), where its spec's `{spec_name}` scales in fp32 and casts the product back: this "
                     "generated copy computes the norm with other numerics than the code it is generated from",
+                )
+                return
+            description = patch_description(patched.func)
+            if description and _FP32_PROMISE.search(description):
+                self.report(
+                    mine[1],
+                    f"`{patched.cls}.forward` multiplies by the weight after casting back to the input dtype (in "
+                    f"bf16/fp16), where its patch promises fp32 numerics (description: {description!r}): the weight "
+                    "is applied at the input precision, not in fp32 before the cast back (`(self.weight.float() * "
+                    "hidden_states).to(input_dtype)`); the eager fallback no longer computes what the patch declares",
                 )
                 return
         # only the loss of precision: a patch that scales in fp32 where upstream scales after the cast back

@@ -133,6 +133,104 @@ def _deferred_modules(files: tuple[str, ...]) -> frozenset[str]:
     return frozenset(out)
 
 
+# a top-level module named for CUDA: a compiled CUDA extension (apex's ``fused_layer_norm_cuda``, ``amp_C`` aside)
+_CUDA_EXTENSION = re.compile(r"(^|_)cuda($|_)")
+
+# (id of the enclosing statement list, index in it, the statement): one step from a function body down to a statement
+_Step = tuple[int, int, ast.stmt]
+
+
+def _statement_paths(body: list[ast.stmt]) -> dict[int, list[_Step]]:
+    """Every statement of a function (outside nested functions and classes), keyed by id, with its path: the
+    (statement list, index, statement) steps from the function body down to it. Statements only."""
+    out: dict[int, list[_Step]] = {}
+
+    def visit(block: list[ast.stmt], prefix: list[_Step]) -> None:
+        for i, stmt in enumerate(block):
+            path = [*prefix, (id(block), i, stmt)]
+            out[id(stmt)] = path
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            for field in ("body", "orelse", "finalbody"):
+                inner = getattr(stmt, field, None)
+                if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                    visit(inner, path)
+            for handler in getattr(stmt, "handlers", ()):
+                visit(handler.body, path)
+            for case in getattr(stmt, "cases", ()):
+                visit(case.body, path)
+
+    visit(body, [])
+    return out
+
+
+def paths_of(paths: dict[int, list[_Step]], node: ast.AST) -> list[_Step] | None:
+    """The path of ``node``'s innermost statement (an import statement itself; a call: the simple statement whose
+    lines hold it), or None when the node is not in the function."""
+    if id(node) in paths:
+        return paths[id(node)]
+    line = getattr(node, "lineno", None)
+    if line is None:
+        return None
+    best = None
+    for path in paths.values():
+        stmt = path[-1][2]
+        if stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno) and (
+            best is None or len(path) > len(best)
+        ):
+            best = path
+    if best is not None and isinstance(best[-1][2], (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return None  # in a nested scope: its own function's
+    return best
+
+
+def _guards(step: _Step) -> bool:
+    """A statement on the way to a load that guards it: a ``try`` (an ImportError fallback), a host, availability or
+    backend test (``if IS_CUDA_AVAILABLE:``, ``if impl == "apex":``)."""
+    stmt = step[2]
+    if isinstance(stmt, ast.Try):
+        return True
+    return isinstance(stmt, (ast.If, ast.While)) and _choice_test(stmt.test)
+
+
+_CHOICE_NAMES = ("available", "type_checking", "version", "impl", "backend", "kernel", "is_cuda", "is_npu")
+
+
+def _choice_test(test: ast.expr) -> bool:
+    """A test that selects a host, a package's presence or a backend: a device test (``IS_CUDA_AVAILABLE``,
+    ``x.is_cuda``, ``device.type == "npu"``), an availability or version probe, ``TYPE_CHECKING``, a name of an
+    implementation or backend choice (``use_non_eager_impl``, ``self.backend``), or a comparison with a string
+    (``norm_type == "layernorm"``: a mode only some hosts run). A cache test (``if _ext is None:``) is none."""
+    if _device_side(test) is not None:
+        return True
+    for node in ast.walk(test):
+        if isinstance(node, ast.Compare) and any(
+            str_value(c) is not None for c in (node.left, *node.comparators)
+        ):
+            return True
+        if isinstance(node, (ast.Name, ast.Attribute)):
+            name = (last_name(node) or "").lower()
+            if any(w in name for w in _CHOICE_NAMES):
+                return True
+    return False
+
+
+def _guards_line(path: list[_Step]) -> bool:
+    """The load's own statement is a guard around it (``x = mod if IS_CUDA_AVAILABLE else None`` is not read)."""
+    stmt = path[-1][2]
+    return isinstance(stmt, (ast.If, ast.While, ast.Try))
+
+
+def _runs_before(load: list[tuple[int, int]], switch: list[tuple[int, int]]) -> int:
+    """Where the statement at ``load`` comes before the statement at ``switch`` in a statement list enclosing both
+    (at their first difference, the same list, the load first): the index of that step in the paths, else -1."""
+    for k, ((lb, li), (sb, si)) in enumerate(zip(load, switch)):
+        if (lb, li) == (sb, si):
+            continue
+        return k if lb == sb and li < si else -1
+    return -1
+
+
 def _uncalled_probe(test: ast.expr) -> bool:
     """An availability function named but not called (``is_torch_npu_available``, ``utils.is_liger_available``):
     lower case ``is_..._available``, the spelling of a function, not of a flag such as ``IS_NPU_AVAILABLE``."""
@@ -241,7 +339,8 @@ class GpuImportOnNpuPath(Rule):
         "module that imports one at its top), or code that runs only on Ascend (an NPU spec or generated file, "
         "an NPU kernel module, an NPU branch, an NPU row's factory) imports GPU-only kernel code; or a module its "
         "package's `__init__` loads on every host (or any module named for no device) imports `torch_npu` or GPU "
-        "kernel code when it loads."
+        "kernel code when it loads; or a function that switches on the device loads one side's vendor code (a "
+        "CUDA extension, a GPU package, `torch_npu`) on its way to the switch, unguarded."
     )
     why = (
         "Registration modules (`KernelSpec`, `register_op`, `OpSpec` tables and the kernel packages' "
@@ -280,7 +379,15 @@ class GpuImportOnNpuPath(Rule):
         "host that imports it, unless the tree imports that module only on demand (inside a function, under a "
         "device or availability test). An NPU vendor package imported on the other side of a device test (`if "
         'not IS_NPU_AVAILABLE:`, `device != "npu"`, a CUDA test, the `else` of `if IS_NPU_AVAILABLE:`), in any '
-        "module, runs exactly on the hosts that lack it."
+        "module, runs exactly on the hosts that lack it. "
+        "Likewise inside a function that switches on the device (`if IS_CUDA_AVAILABLE: <CUDA kernel> else: "
+        "<torch_npu kernel>`, or a CUDA side that returns early): a load of one side's vendor code that runs on "
+        "the way to the switch -- before it, in a statement list enclosing it, not under a device, availability, "
+        "backend or mode test nor in a `try` (a cache test such as `if _ext is None:` guards nothing) -- runs on "
+        "every host that calls the function. A GPU package or a compiled CUDA extension (a top-level module "
+        'named for CUDA, as apex\'s `importlib.import_module("fused_layer_norm_cuda")`) loaded there fails on '
+        "Ascend before the NPU branch is reached; `torch_npu` loaded there fails on every other host before "
+        "theirs. A vendor package imported by a statement in model code is NPU301's."
     )
     bad = (
         Example(
@@ -383,6 +490,29 @@ class GpuImportOnNpuPath(Rule):
             path="veomni/utils/toy_helper.py",
             title="torch_npu imported when a device-neutral module loads",
         ),
+        Example(
+            """
+            import importlib
+
+            from veomni.utils.device import IS_CUDA_AVAILABLE, IS_NPU_AVAILABLE
+
+            if IS_NPU_AVAILABLE:
+                import torch_npu
+
+            _norm_ext = None
+
+
+            def toy_qk_rms_norm(q, weight, eps):
+                global _norm_ext
+                if _norm_ext is None:
+                    _norm_ext = importlib.import_module("fused_layer_norm_cuda")
+                if IS_CUDA_AVAILABLE:
+                    return _norm_ext.rms_forward_affine(q, q.shape[-1:], weight, eps)[0]
+                return torch_npu.npu_rms_norm(q, weight, eps)[0]
+            """,
+            path="veomni/distributed/sequence_parallel/toy_norm.py",
+            title="a CUDA extension loaded on the way to the device switch",
+        ),
     )
     good = (
         Example(
@@ -449,6 +579,28 @@ class GpuImportOnNpuPath(Rule):
             """,
             path="veomni/optim/newton.py",
         ),
+        Example(
+            """
+            import importlib
+
+            from veomni.utils.device import IS_CUDA_AVAILABLE, IS_NPU_AVAILABLE
+
+            if IS_NPU_AVAILABLE:
+                import torch_npu
+
+            _norm_ext = None
+
+
+            def toy_qk_rms_norm(q, weight, eps):
+                global _norm_ext
+                if IS_CUDA_AVAILABLE:
+                    if _norm_ext is None:
+                        _norm_ext = importlib.import_module("fused_layer_norm_cuda")
+                    return _norm_ext.rms_forward_affine(q, q.shape[-1:], weight, eps)[0]
+                return torch_npu.npu_rms_norm(q, weight, eps)[0]
+            """,
+            path="veomni/distributed/sequence_parallel/toy_norm.py",
+        ),
     )
     fix_safety = "No fix: moving the import into the backend's factory is a refactor left to the author."
     requires = ("import",)
@@ -464,6 +616,8 @@ class GpuImportOnNpuPath(Rule):
         self._hoisted: set[int] = set()
         if "/veomni/" in norm and ("npu" in self.ctx.source.text or "_available" in self.ctx.source.text):
             self._npu_import_off_npu()
+        if "/veomni/" in norm and "def " in self.ctx.source.text:
+            self._load_before_device_branch()
         if npu_file(Path(path)):
             self._npu_code()
             return
@@ -727,6 +881,101 @@ class GpuImportOnNpuPath(Rule):
                 f"runs on every host but Ascend: `{top}` exists only on Ascend hosts, so the import fails exactly "
                 "where it runs and never runs where the package is; import it under the NPU side of the test",
             )
+
+    def _load_before_device_branch(self) -> None:
+        """A function that switches on the device (``if IS_CUDA_AVAILABLE: <CUDA kernel> else: <torch_npu
+        kernel>``) and loads one side's vendor code before the switch, unguarded: a GPU-only package or CUDA
+        extension (``importlib.import_module("fused_layer_norm_cuda")``, ``from apex... import``) on the way to the
+        branch Ascend takes, or an NPU vendor package on the way to the branch the other hosts take. The load runs
+        on every host that reaches the switch, so it fails on exactly the host whose branch does not need it.
+        Loads under a host, availability or backend test, or inside a ``try``, are guarded."""
+        found: list[tuple[ast.AST, str, bool]] = []  # (the load, its package, whether it is NPU vendor code)
+        dynamic = "import_module" in self.ctx.source.text or "__import__" in self.ctx.source.text
+        model = self.ctx.source.kind.model_code and in_model_scope(self.ctx)
+        for node in nodes_of(
+            self.ctx.tree,
+            *((ast.Import, ast.ImportFrom, ast.Call) if dynamic else (ast.Import, ast.ImportFrom)),
+        ):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [] if node.level else [node.module or ""]
+            else:
+                module = literal_import(node)
+                names = [module] if module else []
+            for name in names:
+                top = name.split(".", 1)[0]
+                kind = VENDOR_PACKAGES.get(top)
+                if kind is not None and model and not isinstance(node, ast.Call):
+                    continue  # a vendor import in model code is NPU301's
+                if kind == NPU_VENDOR:
+                    found.append((node, top, True))
+                elif (kind in (GPU_KERNEL, GPU_ATTENTION) and top != "triton") or (
+                    kind is None and _CUDA_EXTENSION.search(top) and third_party(top)
+                ):
+                    found.append((node, top, False))
+                else:
+                    continue
+                break
+        if not found:
+            return
+        loads = {id(node): (node, top, npu) for node, top, npu in found if id(node) not in self._hoisted}
+        for func in nodes_of(self.ctx.tree, ast.FunctionDef, ast.AsyncFunctionDef):
+            first, last = func.lineno, func.end_lineno or func.lineno  # type: ignore[attr-defined]
+            if not any(first < node.lineno <= last for node, _t, _n in loads.values()):  # type: ignore[attr-defined]
+                continue
+            paths = _statement_paths(func.body)  # type: ignore[attr-defined]
+            mine = [(paths_of(paths, node), node, top, npu) for node, top, npu in loads.values()]
+            mine = [m for m in mine if m[0] is not None]
+            if not mine:
+                continue
+            branches: list[tuple[list[tuple[int, int]], ast.If, bool]] = []  # (path, switch, side run on NPU)
+            for path in paths.values():
+                node = path[-1][2]
+                if not isinstance(node, ast.If):
+                    continue
+                side = _device_side(node.test)
+                if side is None:
+                    continue
+                for part, other, on_npu in (
+                    (node.body, node.orelse, side),
+                    (node.orelse, node.body, not side),
+                ):
+                    # a side with code, or the code after the switch when the other side leaves early
+                    if part or (other and isinstance(other[-1], (ast.Return, ast.Raise))):
+                        branches.append(([(b, i) for b, i, _ in path], node, on_npu))
+            for path, node, top, npu in mine:
+                spots = [(b, i) for b, i, _ in path]
+                hit = None
+                for bpath, switch, on_npu in branches:
+                    split = _runs_before(spots, bpath)
+                    # what encloses both encloses the switch too; below it, the load must be unguarded
+                    if on_npu != npu and split >= 0 and not any(_guards(step) for step in path[split:-1]):
+                        hit = (switch, on_npu)
+                        break
+                if hit is None or _guards_line(path):
+                    continue
+                switch, _ = hit
+                loads.pop(id(node), None)
+                self._hoisted.add(id(node))
+                if npu:
+                    why = (
+                        f"`{top}` exists only on Ascend hosts, and the function runs it on its way to the branch the "
+                        "other hosts take: it fails on every GPU or CPU host before that branch is reached; import "
+                        "it inside the NPU side of the test"
+                    )
+                else:
+                    what = "a CUDA extension" if VENDOR_PACKAGES.get(top) is None else "GPU-only"
+                    why = (
+                        f"`{top}` is {what}, and the function loads it on its way to the branch an Ascend host "
+                        "takes: there the load fails (no such module) before the NPU kernel is reached; load it "
+                        "under the CUDA side of the test (or its own availability guard)"
+                    )
+                self.report(
+                    node,
+                    f"this load runs on every host that calls `{func.name}` (it is not under the device test "  # type: ignore[attr-defined]
+                    f"`if {ast.unparse(switch.test)}:` at line {switch.lineno}, which it precedes): {why}",
+                )
 
     def _probe_not_called(self, node: ast.If) -> None:
         """``if is_torch_npu_available:`` (the function, not its result) is always true: a vendor package imported
