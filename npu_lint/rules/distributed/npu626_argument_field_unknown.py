@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from npu_lint.core.astutil import nodes_of
+from npu_lint.core.astutil import dotted_name, nodes_of
 from npu_lint.rules.base import Example, Rule
 from npu_lint.veomni.argfields import group_classes, group_root, own_classes, root_class
 
@@ -48,15 +48,8 @@ def _trainer_args(node: ast.Attribute) -> bool:
 
 def _self_chain(node: ast.Attribute) -> list[str] | None:
     """``self.data.dataloader_batch_size`` -> ["data", "dataloader_batch_size"]; None for other roots."""
-    parts: list[str] = []
-    cur: ast.AST = node
-    while isinstance(cur, ast.Attribute):
-        parts.append(cur.attr)
-        cur = cur.value
-    if not (isinstance(cur, ast.Name) and cur.id == "self"):
-        return None
-    parts.reverse()
-    return parts
+    name = dotted_name(node)
+    return name.split(".")[1:] if name is not None and name.startswith("self.") else None
 
 
 class ArgumentFieldUnknown(Rule):
